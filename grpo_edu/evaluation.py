@@ -1,0 +1,34 @@
+"""Greedy held-out accuracy: the number every learning curve in the course plots."""
+
+from __future__ import annotations
+
+import torch
+
+from .rollout import generate
+
+
+@torch.no_grad()
+def evaluate(policy, task, problems=None, batch_size: int = 1000, return_correct: bool = False):
+    """Greedy exact-match accuracy of ``policy`` on ``task``'s held-out problems.
+
+    ``accuracy = (1/N) sum_n 1[greedy completion of q_n == answer_n]`` over the fixed
+    held-out set ``task.eval_problems()`` (or ``problems``). With ``return_correct`` also
+    returns the per-problem 0/1 tensor.
+    """
+    problems = task.eval_problems() if problems is None else problems
+    if not problems:
+        raise ValueError("evaluate needs at least one problem")
+    correct = []
+    for i in range(0, len(problems), batch_size):
+        chunk = problems[i : i + batch_size]
+        ro = generate(
+            policy,
+            task.encode_prompts(chunk),
+            max_new_tokens=task.max_answer_length,
+            temperature=0.0,
+            tokenizer=task.tokenizer,
+        )
+        correct.append(task.rewards(chunk, ro.texts, terminated=(~ro.truncated).tolist()))
+    correct = torch.cat(correct)
+    acc = float(correct.mean())
+    return (acc, correct) if return_correct else acc

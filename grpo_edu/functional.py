@@ -1,0 +1,444 @@
+"""The functional core: one pure function per equation, tensors in and tensors out.
+
+No hidden state, no ``.backward()``: REINFORCE, baseline, PPO and GRPO are assembled
+from these pieces. Notation and shapes (as in the notebooks):
+
+- ``B`` completions (rows), ``T`` completion length, ``V`` vocabulary size.
+  ``B = n_prompts * group_size``; the samples of one prompt are consecutive rows.
+- per-token tensors are ``[B, T]``, per-sequence tensors ``[B]``, logits ``[B, T, V]``.
+- ``mask`` ``[B, T]`` (float or bool) is 1 on completion tokens up to and including
+  EOS and 0 on padding. Values on padding must be finite (they are multiplied by 0).
+- ``logp = log pi_theta(a_t | s_t)``, ``old_logp`` under pi_old (the sampler),
+  ``ref_logp`` under pi_ref (the frozen SFT model).
+
+Bad input (wrong shapes, unknown option strings, out-of-range numbers) raises a
+``ValueError`` that names the argument and what was expected.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "masked_sum", "masked_mean", "masked_normalize", "masked_whiten",
+    "discounted_returns", "gae", "group_advantages",
+    "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
+    "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss",
+]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _same_shape(ref_name: str, ref: Tensor, **others: Tensor | None) -> None:
+    for name, t in others.items():
+        if t is not None and t.shape != ref.shape:
+            raise ValueError(
+                f"{name} must have the shape of {ref_name} {list(ref.shape)}, got {list(t.shape)}"
+            )
+
+
+def _ndim(name: str, t: Tensor, ndim: int, what: str) -> None:
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must be {what}, got shape {list(t.shape)}")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _in_range(name: str, value: float, lo: float = 0.0, hi: float = float("inf")) -> None:
+    if not lo <= value <= hi:  # also rejects NaN
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+
+
+def _per_token(advantages: Tensor, like: Tensor) -> Tensor:
+    """Advantages [B] (one per sequence, broadcast over T) or [B, T] -> [B, T]-broadcastable."""
+    if advantages.shape == like.shape:
+        return advantages
+    if advantages.dim() == 1 and like.dim() == 2 and advantages.shape[0] == like.shape[0]:
+        return advantages.unsqueeze(-1)
+    raise ValueError(
+        f"advantages must be [B] or [B, T] = {list(like.shape)}, got {list(advantages.shape)}"
+    )
+
+
+# ------------------------------------------------------------------ masked reductions
+
+
+def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """``sum_t x_t * m_t`` over ``dim`` (everything if None). x, mask: same shape."""
+    _same_shape("x", x, mask=mask)
+    xm = x * mask.to(x.dtype)
+    return xm.sum() if dim is None else xm.sum(dim)
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """``sum_t x_t m_t / sum_t m_t`` over ``dim`` (over everything if ``dim`` is None).
+
+    An all-masked slice is 0/0 = NaN on purpose (there is no mean of nothing); callers
+    that can hit it guard it (``aggregate_loss`` and ``value_loss`` do).
+    """
+    _same_shape("x", x, mask=mask)
+    m = mask.to(x.dtype)
+    return masked_sum(x, m, dim) / (m.sum() if dim is None else m.sum(dim))
+
+
+def masked_normalize(
+    x: Tensor, mask: Tensor, dim: int | None = None, constant: float = 1.0
+) -> Tensor:
+    """``sum_t x_t m_t / C``: the masked sum divided by a constant ``C > 0``."""
+    if not constant > 0:
+        raise ValueError(f"constant must be > 0, got {constant}")
+    return masked_sum(x, mask, dim) / constant
+
+
+def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
+    """``(x - mu) / (sigma + eps)`` with mu, sigma the mean and std of the masked entries.
+
+    Used to whiten PPO advantages over the whole batch. sigma is the population std
+    (1/N). With ``shift_mean=False`` the mean is kept: ``(x - mu)/(sigma + eps) + mu``
+    (as in OpenAI's lm-human-preferences and TRL). Output: x's shape, 0 where mask is 0.
+    """
+    _same_shape("x", x, mask=mask)
+    _in_range("eps", eps)
+    m = mask.to(x.dtype)
+    n = m.sum().clamp(min=1)
+    mu = (x * m).sum() / n
+    sigma = ((((x - mu) * m) ** 2).sum() / n).sqrt()
+    out = (x - mu) / (sigma + eps)
+    if not shift_mean:
+        out = out + mu
+    return out * m
+
+
+# -------------------------------------------------------------------------- returns
+
+
+def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
+    """Reward-to-go ``G_t = sum_{k>=0} gamma^k r_{t+k} = r_t + gamma G_{t+1}``.
+
+    rewards, mask: [B, T]; masked-out rewards count as 0. Returns [B, T], 0 where mask is 0.
+    """
+    _ndim("rewards", rewards, 2, "[B, T]")
+    _same_shape("rewards", rewards, mask=mask)
+    _in_range("gamma", gamma, 0.0, 1.0)
+    m = mask.to(rewards.dtype)
+    r = rewards * m
+    g = torch.zeros_like(r[:, 0])
+    out = []
+    for t in reversed(range(r.shape[1])):
+        g = r[:, t] + gamma * g
+        out.append(g)
+    return torch.stack(out[::-1], dim=1) * m
+
+
+def gae(
+    rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation (Schulman et al. 2016).
+
+        delta_t = r_t + gamma * V_{t+1} - V_t
+        A_t     = sum_{k>=0} (gamma * lam)^k delta_{t+k} = delta_t + gamma * lam * A_{t+1}
+        R_t     = A_t + V_t            (the critic's regression target)
+
+    The episode ends at the last masked token (EOS or truncation): V after it is 0.
+    rewards, values, mask: [B, T]. Returns ``(advantages, returns)``, both [B, T] and 0
+    where mask is 0. Both are *targets*: values (and rewards) are detached, so no
+    gradient flows from the policy loss into the critic.
+    """
+    _ndim("rewards", rewards, 2, "[B, T]")
+    _same_shape("rewards", rewards, values=values, mask=mask)
+    _in_range("gamma", gamma, 0.0, 1.0)
+    _in_range("lam", lam, 0.0, 1.0)
+    r, v = rewards.detach(), values.detach()
+    m = mask.to(v.dtype)
+    next_value = next_adv = torch.zeros_like(v[:, 0])
+    out = []
+    for t in reversed(range(v.shape[1])):
+        delta = r[:, t] + gamma * next_value - v[:, t]
+        next_adv = (delta + gamma * lam * next_adv) * m[:, t]  # 0 on padding: resets
+        next_value = v[:, t] * m[:, t]
+        out.append(next_adv)
+    advantages = torch.stack(out[::-1], dim=1)
+    return advantages, (advantages + v) * m
+
+
+def group_advantages(
+    rewards: Tensor,
+    group_size: int,
+    scale: str = "group",
+    eps: float = 1e-6,
+    unbiased: bool = False,
+) -> tuple[Tensor, dict]:
+    """GRPO's group-relative advantage, one per completion.
+
+    Rows ``i = g*G .. g*G + G-1`` (G = group_size) answer the same prompt g:
+
+        A_i = (r_i - mean_g(r)) / (s + eps)
+
+    with s = std_g(r) for ``scale="group"`` (GRPO), s = std of the whole batch for
+    ``"batch"``, and no division for ``"none"`` (Dr. GRPO: A_i = r_i - mean_g(r)).
+    ``unbiased=False`` is the 1/G std of the derivation; ``True`` is 1/(G-1) (torch.std's
+    default; it only rescales the step). A group whose rewards are all equal (always
+    the case with G = 1) gets advantage exactly 0, never NaN: it carries no signal.
+
+    rewards: [B]. Returns ``(advantages [B], stats)`` with stats "mean" [n_groups],
+    "std" [n_groups] (per-group std, with the chosen ``unbiased``) and "frac_zero_std"
+    (python float: the fraction of groups whose rewards are all equal).
+    """
+    _ndim("rewards", rewards, 1, "[B] (one reward per completion)")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if rewards.shape[0] % group_size != 0:
+        raise ValueError(
+            f"group_size must divide the batch size B = {rewards.shape[0]}, got {group_size}"
+        )
+    _choice("scale", scale, ("group", "batch", "none"))
+    _in_range("eps", eps)
+    if not rewards.is_floating_point():
+        rewards = rewards.float()
+
+    def std(x: Tensor, dim: int) -> Tensor:  # 1/N or 1/(N-1); a single sample has std 0
+        n = x.shape[dim]
+        dev2 = (x - x.mean(dim, keepdim=True)) ** 2
+        return (dev2.sum(dim) / max(n - int(unbiased), 1)).sqrt()
+
+    r = rewards.view(-1, group_size)  # [n_groups, G]
+    mean, group_std = r.mean(1), std(r, 1)
+    all_equal = r.amax(1) == r.amin(1)  # exact test: std of equal floats may be 1e-9, not 0
+    centered = torch.where(all_equal[:, None], torch.zeros_like(r), r - mean[:, None])
+    if scale == "group":
+        denom = group_std[:, None] + eps
+    elif scale == "batch":
+        denom = std(rewards, 0) + eps
+    else:
+        denom = torch.ones_like(group_std[:, None])
+    denom = torch.where(all_equal[:, None], torch.ones_like(r), denom)  # 0/0 -> 0, not NaN
+    frac_zero_std = all_equal.sum().item() / all_equal.numel()
+    stats = {"mean": mean.detach(), "std": group_std.detach(), "frac_zero_std": frac_zero_std}
+    return (centered / denom).reshape(-1), stats
+
+
+# --------------------------------------------------------------- log-probs, entropy, KL
+
+
+def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> Tensor:
+    """``log pi(a_t | s_t) = log_softmax(z_t / tau)[a_t]``.
+
+    logits: [B, T, V]; tokens: [B, T] integer ids in [0, V). Returns [B, T]. Use the
+    sampling temperature tau > 0, so that the log-probs are those of the sampler.
+    """
+    _ndim("logits", logits, 3, "[B, T, V]")
+    if tokens.shape != logits.shape[:2]:
+        raise ValueError(
+            f"tokens must be [B, T] = {list(logits.shape[:2])} (logits' first two dims), "
+            f"got {list(tokens.shape)}"
+        )
+    if tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise ValueError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= logits.shape[-1]):
+        raise ValueError(f"tokens must be ids in [0, V={logits.shape[-1]}), got values outside")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    logp = F.log_softmax(logits / temperature, dim=-1)
+    return logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _kl_terms(logp: Tensor, logq: Tensor) -> Tensor:
+    """``p * (log p - log q)`` per vocabulary entry, with 0 * anything = 0 where p = 0
+    (so -inf logits give no NaN, in the value or in the gradient)."""
+    p = logp.exp()
+    return p * (logp - logq).masked_fill(p == 0, 0.0)
+
+
+def entropy(logits: Tensor) -> Tensor:
+    """``H_t = -sum_v pi(v | s_t) log pi(v | s_t)``. logits: [B, T, V] -> [B, T].
+
+    Stable: computed from log_softmax; -inf and huge logits give no NaN.
+    """
+    _ndim("logits", logits, 3, "[B, T, V]")
+    logp = F.log_softmax(logits, dim=-1)
+    return -_kl_terms(logp, torch.zeros_like(logp)).sum(-1)
+
+
+def kl_estimate(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
+    """Sampled per-token KL estimators (Schulman, "Approximating KL divergence").
+
+    With ``log r = log(pi_ref / pi) = ref_logp - logp`` on tokens a_t ~ pi:
+
+        k1 = -log r = log pi - log pi_ref      unbiased for KL(pi||pi_ref), can be < 0
+        k2 = (log r)^2 / 2                     biased, low variance, >= 0
+        k3 = r - 1 - log r                     unbiased for KL(pi||pi_ref), >= 0, low variance
+
+    (k1 and k3 are unbiased only when the tokens come from pi: E_pi[r - 1] = 0.)
+    k3 >= 0 because log r <= r - 1. logp, ref_logp: same shape. Returns that shape.
+    """
+    _same_shape("logp", logp, ref_logp=ref_logp)
+    _choice("kind", kind, ("k1", "k2", "k3"))
+    log_ratio = logp - ref_logp  # log pi/pi_ref = -log r
+    if kind == "k1":
+        return log_ratio
+    if kind == "k2":
+        return 0.5 * log_ratio**2
+    return torch.expm1(-log_ratio) + log_ratio  # = exp(-log_ratio) - 1 + log_ratio, exact near 0
+
+
+def exact_kl(logits: Tensor, ref_logits: Tensor, direction: str = "pi||ref") -> Tensor:
+    """Exact KL over the vocabulary at every position (the vocabulary is tiny here).
+
+        "pi||ref": KL(pi||pi_ref) = sum_v pi(v) (log pi(v) - log pi_ref(v))
+        "ref||pi": KL(pi_ref||pi) = sum_v pi_ref(v) (log pi_ref(v) - log pi(v))
+
+    logits, ref_logits: [B, T, V] -> [B, T]. Stable via log_softmax; >= 0 up to rounding.
+    """
+    _ndim("logits", logits, 3, "[B, T, V]")
+    _same_shape("logits", logits, ref_logits=ref_logits)
+    _choice("direction", direction, ("pi||ref", "ref||pi"))
+    logp, logq = F.log_softmax(logits, dim=-1), F.log_softmax(ref_logits, dim=-1)
+    if direction == "ref||pi":
+        logp, logq = logq, logp
+    return _kl_terms(logp, logq).sum(-1)
+
+
+def kl_penalized_rewards(
+    scores: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float
+) -> tuple[Tensor, Tensor]:
+    """The per-token reward with the KL penalty inside it (InstructGPT / PPO-RLHF):
+
+        r_{i,t} = r_phi(q, a_{i,<=t}) - beta * log(pi_theta(a_t) / pi_ref(a_t))
+        r_i     = sum_t r_{i,t}
+
+    scores: [B, T] task scores r_phi (a sparse outcome reward is 0 except at the last
+    completion token); logp, ref_logp, mask: [B, T]; beta >= 0. Rewards are data: the
+    log-probs are detached. Returns ``(token_rewards [B, T], seq_rewards [B])``, token
+    rewards 0 where mask is 0.
+    """
+    _ndim("scores", scores, 2, "[B, T]")
+    _same_shape("scores", scores, logp=logp, ref_logp=ref_logp, mask=mask)
+    _in_range("beta", beta)
+    log_ratio = (logp - ref_logp).detach()
+    token_rewards = (scores - beta * log_ratio) * mask.to(scores.dtype)
+    return token_rewards, token_rewards.sum(-1)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def policy_gradient_loss(logp: Tensor, advantages: Tensor) -> Tensor:
+    """REINFORCE per-token loss ``L_t = -A_t * log pi(a_t | s_t)``; its gradient is
+    ``-A_t grad log pi``, the policy-gradient estimate.
+
+    logp: [B, T]; advantages: [B] (broadcast over T) or [B, T], a constant weight
+    (detached: no gradient flows into whatever produced it). Returns [B, T].
+    """
+    _ndim("logp", logp, 2, "[B, T]")
+    return -_per_token(advantages, logp).detach() * logp
+
+
+def clipped_surrogate_loss(
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, eps_low: float = 0.2,
+    eps_high: float | None = None, mask: Tensor | None = None,
+) -> tuple[Tensor, dict]:  # fmt: skip
+    """PPO's clipped surrogate, per token:
+
+        rho_t = pi_theta(a_t) / pi_old(a_t) = exp(logp - old_logp)
+        L_t   = -min(rho_t A_t, clip(rho_t, 1 - eps_low, 1 + eps_high) A_t)
+
+    ``eps_high=None`` means eps_high = eps_low (DAPO's "clip-higher" sets it larger).
+    logp, old_logp: [B, T]; advantages [B] or [B, T] (detached, as is old_logp).
+    Returns ``(loss [B, T], stats)``; stats are python floats over the masked tokens
+    (all tokens if mask is None; 0.0 if there are none):
+
+        clip_low   fraction with rho < 1 - eps_low  and A < 0
+        clip_high  fraction with rho > 1 + eps_high and A > 0
+        clip_ratio fraction with either; ratio_mean the mean of rho.
+
+    These clipped tokens are exactly the tokens with A != 0 whose gradient is zero: the
+    min picks the constant clipped term. (At rho = 1 the loss has the gradient of
+    ``policy_gradient_loss``.)
+    """
+    _ndim("logp", logp, 2, "[B, T]")
+    _same_shape("logp", logp, old_logp=old_logp, mask=mask)
+    eps_high = eps_low if eps_high is None else eps_high
+    _in_range("eps_low", eps_low)
+    _in_range("eps_high", eps_high)
+    adv = _per_token(advantages, logp).detach()
+    rho = torch.exp(logp - old_logp.detach())
+    unclipped = rho * adv
+    clipped = torch.clamp(rho, 1.0 - eps_low, 1.0 + eps_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+
+    with torch.no_grad():
+        m = torch.ones_like(rho) if mask is None else mask.to(rho.dtype)
+        low = ((rho < 1.0 - eps_low) & (adv < 0)).to(rho.dtype)
+        high = ((rho > 1.0 + eps_high) & (adv > 0)).to(rho.dtype)
+        n = m.sum().clamp(min=1)
+        fracs = (torch.stack([low, high, low + high, rho]).mul(m).sum((1, 2)) / n).tolist()
+    return loss, dict(
+        zip(("clip_low", "clip_high", "clip_ratio", "ratio_mean"), fracs, strict=True)
+    )
+
+
+def value_loss(
+    values: Tensor, returns: Tensor, mask: Tensor,
+    old_values: Tensor | None = None, clip: float | None = None,
+) -> Tensor:  # fmt: skip
+    """The critic's regression loss, a scalar:
+
+        L = 1/2 * masked_mean((V - R)^2)
+        clipped (PPO): V_clip = V_old + clamp(V - V_old, -clip, clip)
+                       L = 1/2 * masked_mean(max((V - R)^2, (V_clip - R)^2))
+
+    values, returns, mask, old_values: [B, T]; returns and old_values are targets
+    (detached). ``clip`` needs ``old_values``. With no masked token the loss is 0.
+    """
+    _ndim("values", values, 2, "[B, T]")
+    _same_shape("values", values, returns=returns, mask=mask, old_values=old_values)
+    if clip is not None:
+        _in_range("clip", clip)
+        if old_values is None:
+            raise ValueError("old_values must be given when clip is set (clipped value loss)")
+    returns = returns.detach()
+    err2 = (values - returns) ** 2
+    if clip is not None:
+        old = old_values.detach()
+        v_clipped = old + torch.clamp(values - old, -clip, clip)
+        err2 = torch.maximum(err2, (v_clipped - returns) ** 2)
+    m = mask.to(values.dtype)
+    return 0.5 * masked_sum(err2, m) / m.sum().clamp(min=1)
+
+
+def aggregate_loss(
+    per_token_loss: Tensor, mask: Tensor, mode: str = "sequence_mean", max_length: int | None = None
+) -> Tensor:
+    """Per-token losses [B, T] -> one scalar, three ways (|o_i| = tokens of completion i):
+
+        "sequence_mean": 1/B sum_i 1/|o_i| sum_t L_it    GRPO paper; TRL loss_type="grpo"
+        "token_mean":    sum_it L_it / sum_i |o_i|        DAPO; TRL "dapo" / "bnpo"
+        "constant":      sum_it L_it / (B * max_length)   Dr. GRPO; TRL "dr_grpo"
+
+    Length bias. "sequence_mean" gives each token of a completion weight 1/|o_i|: a
+    long wrong answer is penalised less per token than a short one, so wrong answers
+    drift longer. "token_mean" weighs every token alike within the batch, but the step
+    size still depends on the batch's total length. "constant" (max_length defaults to
+    T) weighs every token by the same fixed constant: the plain policy-gradient sum.
+    A completion with no tokens contributes 0 (its count is clamped at 1) and still
+    counts in the 1/B of "sequence_mean"; an empty batch gives 0, not NaN.
+    """
+    _ndim("per_token_loss", per_token_loss, 2, "[B, T]")
+    _same_shape("per_token_loss", per_token_loss, mask=mask)
+    _choice("mode", mode, ("sequence_mean", "token_mean", "constant"))
+    m = mask.to(per_token_loss.dtype)
+    if mode == "sequence_mean":
+        per_seq = masked_sum(per_token_loss, m, dim=-1) / m.sum(-1).clamp(min=1)
+        return per_seq.mean()
+    if mode == "token_mean":
+        return masked_sum(per_token_loss, m) / m.sum().clamp(min=1)
+    max_length = m.shape[1] if max_length is None else max_length
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be a positive int, got {max_length!r}")
+    return masked_sum(per_token_loss, m) / (m.shape[0] * max_length)

@@ -1,0 +1,204 @@
+"""TinyGPT: a decoder-only pre-LayerNorm transformer in one short file, and its critic.
+
+    tokens [B, T] -> embed + position -> L x (x + attn(ln(x)); x + mlp(ln(x))) -> ln -> head
+
+`TinyGPT` ties the output head to the token embedding and returns logits ``[B, T, V]``.
+`ValueModel` is the critic of PPO: the same trunk (same size by default: that is the
+point, the critic costs as much as the policy) with a scalar head, ``V(s_t)`` ``[B, T]``.
+
+Incremental decoding uses a `KVCache`: pass one to ``forward`` and the keys and values of
+the new tokens are appended to it, so each new token attends to the cached prefix without
+recomputing it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 17  # tokens: <pad> <bos> <eos> 0-9 + - * =
+    d_model: int = 64  # width of the residual stream
+    n_layers: int = 2  # transformer blocks
+    n_heads: int = 4  # attention heads; d_model must be divisible by it
+    max_seq_len: int = 16  # context length: prompt + completion
+    mlp_ratio: int = 4  # hidden width of the MLP = mlp_ratio * d_model
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far: ``[B, H, S, Dh]`` each."""
+
+    def __init__(self, n_layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * n_layers
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+
+    @property
+    def length(self) -> int:
+        return 0 if self.keys[0] is None else self.keys[0].shape[2]
+
+    def layer_length(self, layer: int) -> int:
+        return 0 if self.keys[layer] is None else self.keys[layer].shape[2]
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=2)
+            v = torch.cat([self.values[layer], v], dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # [B, T, C] -> [B, H, T, Dh]
+        q, k, v = (t.view(B, T, self.n_heads, C // self.n_heads).transpose(1, 2) for t in (q, k, v))
+        past = 0
+        if cache is not None:
+            past = cache.layer_length(layer)
+            k, v = cache.update(layer, k, v)
+        if past == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif T == 1:
+            y = F.scaled_dot_product_attention(q, k, v)  # one new token sees the whole prefix
+        else:  # several new tokens after a cached prefix: causal mask offset by `past`
+            mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model),
+            nn.GELU(),
+            nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model),
+        )
+
+    def forward(self, x, cache=None, layer=0):
+        x = x + self.attn(self.ln1(x), cache, layer)
+        return x + self.mlp(self.ln2(x))
+
+
+class Trunk(nn.Module):
+    """Embeddings + blocks + final LayerNorm: ``[B, T]`` ids -> ``[B, T, d_model]``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.config = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.apply(self._init)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections
+            if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layers))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        if idx.dim() != 2:
+            raise ValueError(f"expected token ids of shape [B, T], got {tuple(idx.shape)}")
+        B, T = idx.shape
+        start = cache.length if cache is not None else 0
+        if start + T > self.config.max_seq_len:
+            raise ValueError(
+                f"sequence of {start + T} tokens is longer than the model's context "
+                f"max_seq_len={self.config.max_seq_len}"
+            )
+        if idx.numel() and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
+            raise ValueError(
+                f"token ids must lie in [0, {self.config.vocab_size}), got "
+                f"min {int(idx.min())}, max {int(idx.max())}"
+            )
+        pos = torch.arange(start, start + T, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(pos)
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, i)
+        return self.ln_f(x)
+
+
+class TinyGPT(nn.Module):
+    """The policy pi_theta: ``forward(idx [B, T], cache=None) -> logits [B, T, V]``."""
+
+    def __init__(self, config: ModelConfig | None = None):
+        super().__init__()
+        self.config = config or ModelConfig()
+        self.trunk = Trunk(self.config)
+
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        h = self.trunk(idx, cache)
+        return h @ self.trunk.tok_emb.weight.T  # tied embeddings: [B, T, V]
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_layers)
+
+    @property
+    def device(self) -> torch.device:
+        return self.trunk.tok_emb.weight.device
+
+
+class ValueModel(nn.Module):
+    """The critic V_phi(s_t): ``forward(idx [B, T]) -> values [B, T]``.
+
+    Same trunk as the policy (same size by default), with a scalar head per position.
+    ``V[:, t]`` is the value of the state "prefix up to and including token t".
+    """
+
+    def __init__(self, config: ModelConfig | None = None):
+        super().__init__()
+        self.config = config or ModelConfig()
+        self.trunk = Trunk(self.config)
+        self.head = nn.Linear(self.config.d_model, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(idx)).squeeze(-1)
+
+    @classmethod
+    def from_policy(cls, policy: TinyGPT) -> "ValueModel":
+        """A critic initialised from the policy's trunk (common practice in RLHF)."""
+        critic = cls(policy.config).to(policy.device)
+        critic.trunk.load_state_dict(policy.trunk.state_dict())
+        return critic
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

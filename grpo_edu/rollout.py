@@ -1,0 +1,235 @@
+"""Batched sampling from the policy, and the log-probs of a sampled batch.
+
+``generate`` samples ``group_size`` completions for each prompt (the samples of one prompt
+are consecutive rows) with a KV cache and an explicit ``torch.Generator``, and returns a
+`Rollout`. ``sequence_logprobs`` recomputes the per-token log-probs of a rollout under any
+model by teacher forcing (one forward pass over prompt + completion): for the model that
+sampled it they equal the sampling log-probs, which is what lets PPO and GRPO form the
+ratio pi_theta / pi_old.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+import torch.nn as nn
+
+from .functional import token_logprobs
+
+
+@dataclass
+class Rollout:
+    """A batch of sampled completions. ``B = n_prompts * group_size``; ``P`` prompt tokens,
+    ``T`` completion tokens (the longest completion of the batch)."""
+
+    prompt_ids: torch.Tensor  # [B, P] long, the same prompt repeated group_size times
+    completion_ids: torch.Tensor  # [B, T] long, pad after EOS
+    mask: torch.Tensor  # [B, T] float, 1 on completion tokens up to and including EOS
+    logprobs: torch.Tensor  # [B, T] float, log pi_old(a_t | s_t) at sampling time, 0 off-mask
+    group_ids: torch.Tensor  # [B] long, which prompt each row belongs to
+    truncated: torch.Tensor  # [B] bool, True when no EOS within max_new_tokens
+    texts: list  # [B] decoded completions (up to EOS, specials dropped)
+    group_size: int = 1
+    temperature: float = 1.0
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        """Prompt and completion side by side, ``[B, P + T]``."""
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def batch_size(self) -> int:
+        return self.completion_ids.shape[0]
+
+    @property
+    def prompt_length(self) -> int:
+        return self.prompt_ids.shape[1]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """Completion lengths (tokens incl. EOS), ``[B]``."""
+        return self.mask.sum(dim=1)
+
+    def select(self, index: torch.Tensor) -> "Rollout":
+        """The rows ``index`` (a LongTensor or bool mask) as a new Rollout."""
+        if index.dtype == torch.bool:
+            index = index.nonzero().squeeze(1)
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, torch.Tensor):
+                out[f.name] = v[index.to(v.device)]
+            elif isinstance(v, list):
+                out[f.name] = [v[i] for i in index.tolist()]
+            else:
+                out[f.name] = v
+        return Rollout(**out)
+
+    @staticmethod
+    def concat(rollouts: list["Rollout"]) -> "Rollout":
+        """Stack rollouts row-wise (padding completions to the longest)."""
+        if not rollouts:
+            raise ValueError("Rollout.concat needs at least one rollout")
+        T = max(r.completion_ids.shape[1] for r in rollouts)
+
+        def pad(x, value):
+            return nn.functional.pad(x, (0, T - x.shape[1]), value=value)
+
+        offset, gids = 0, []
+        for r in rollouts:
+            gids.append(r.group_ids + offset)
+            offset += int(r.group_ids.max()) + 1 if r.batch_size else 0
+        return Rollout(
+            prompt_ids=torch.cat([r.prompt_ids for r in rollouts]),
+            completion_ids=torch.cat([pad(r.completion_ids, 0) for r in rollouts]),
+            mask=torch.cat([pad(r.mask, 0.0) for r in rollouts]),
+            logprobs=torch.cat([pad(r.logprobs, 0.0) for r in rollouts]),
+            group_ids=torch.cat(gids),
+            truncated=torch.cat([r.truncated for r in rollouts]),
+            texts=[t for r in rollouts for t in r.texts],
+            group_size=rollouts[0].group_size,
+            temperature=rollouts[0].temperature,
+        )
+
+
+def _decode(ids: list[int], eos_id: int, vocab: list[str] | None) -> str:
+    out = []
+    for i in ids:
+        if i == eos_id:
+            break
+        if vocab is not None and i > 2:
+            out.append(vocab[i])
+    return "".join(out)
+
+
+@torch.no_grad()
+def generate(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    group_size: int = 1,
+    max_new_tokens: int = 4,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+    eos_id: int = 2,
+    pad_id: int = 0,
+    tokenizer=None,
+) -> Rollout:
+    """Sample ``group_size`` completions per prompt, batched.
+
+    prompt_ids: ``[n, P]`` long, all prompts of the same length (the arithmetic task pads
+    operands with zeros so they are). Each row is repeated ``group_size`` times,
+    consecutively. ``temperature=0`` decodes greedily. At each step:
+
+        logits = model(prefix)[:, -1] / temperature ;  a_t ~ softmax(top_k(logits))
+
+    The recorded ``logprobs`` are ``log softmax(logits / temperature)[a_t]`` (before top-k
+    filtering), the same quantity ``sequence_logprobs`` recomputes by teacher forcing.
+    With ``use_cache=False`` the whole prefix is recomputed each step (the slow way, kept
+    to show what the KV cache buys; the tokens are the same).
+    """
+    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0:
+        raise ValueError(f"prompt_ids must be a non-empty [n, P] tensor, got {tuple(prompt_ids.shape)}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be None or >= 1, got {top_k}")
+    ctx = getattr(getattr(model, "config", None), "max_seq_len", None)
+    P = prompt_ids.shape[1]
+    if ctx is not None and P + max_new_tokens > ctx:
+        raise ValueError(
+            f"prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"context max_seq_len={ctx}"
+        )
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    prompts = prompt_ids.to(device).repeat_interleave(group_size, dim=0)
+    B = prompts.shape[0]
+    greedy = temperature == 0
+    scale = 1.0 if greedy else temperature
+
+    cache = model.new_cache() if use_cache else None
+    seq = prompts
+    step_input = prompts
+    tokens, logps = [], []
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    alive_mask = []
+    for _ in range(max_new_tokens):
+        logits = model(step_input, cache)[:, -1] if use_cache else model(seq)[:, -1]
+        logits = logits.float() / scale
+        logp_all = torch.log_softmax(logits, dim=-1)
+        if greedy:
+            nxt = logits.argmax(dim=-1)
+        else:
+            filt = logits
+            if top_k is not None and top_k < logits.shape[-1]:
+                kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+                filt = logits.masked_fill(logits < kth, float("-inf"))
+            probs = torch.softmax(filt, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+        alive_mask.append((~done).float())
+        logps.append(logp_all.gather(1, nxt[:, None]).squeeze(1) * (~done).float())
+        tokens.append(nxt)
+        done = done | (nxt == eos_id)
+        seq = torch.cat([seq, nxt[:, None]], dim=1)
+        step_input = nxt[:, None]
+        if bool(done.all()):
+            break
+    if was_training:
+        model.train()
+
+    completion = torch.stack(tokens, dim=1)
+    mask = torch.stack(alive_mask, dim=1)
+    vocab = tokenizer.vocab if tokenizer is not None else None
+    texts = [_decode(row, eos_id, vocab) for row in completion.tolist()] if vocab else [""] * B
+    return Rollout(
+        prompt_ids=prompts,
+        completion_ids=completion,
+        mask=mask,
+        logprobs=torch.stack(logps, dim=1),
+        group_ids=torch.arange(B, device=device) // group_size,
+        truncated=~done,
+        texts=texts,
+        group_size=group_size,
+        temperature=scale,
+    )
+
+
+def completion_logits(model: nn.Module, rollout: Rollout) -> torch.Tensor:
+    """Teacher-forced logits that predict each completion token, ``[B, T, V]``.
+
+    One forward pass over ``prompt + completion``; position ``P - 1 + t`` predicts
+    completion token ``t``.
+    """
+    P = rollout.prompt_length
+    logits = model(rollout.input_ids)
+    return logits[:, P - 1 : -1]
+
+
+def sequence_logprobs(
+    model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False
+):
+    """``log pi(a_t | s_t)`` of each completion token under ``model``, ``[B, T]`` (0 off-mask).
+
+    Differentiable when called with grad enabled. ``temperature`` defaults to the one the
+    rollout was sampled at, so for the sampling model this equals ``rollout.logprobs``.
+    """
+    t = rollout.temperature if temperature is None else temperature
+    logits = completion_logits(model, rollout)
+    logp = token_logprobs(logits, rollout.completion_ids, temperature=t) * rollout.mask
+    return (logp, logits) if return_logits else logp
+
+
+def completion_values(critic: nn.Module, rollout: Rollout) -> torch.Tensor:
+    """``V(s_t)`` for each completion step, ``[B, T]``: the state before token ``t`` is the
+    prefix ending at position ``P - 1 + t``."""
+    P = rollout.prompt_length
+    return critic(rollout.input_ids)[:, P - 1 : -1] * rollout.mask
