@@ -29,8 +29,11 @@ class ModelConfig:
     n_heads: int = 4  # attention heads; d_model must be divisible by it
     max_seq_len: int = 16  # context length: prompt + completion
     mlp_ratio: int = 4  # hidden width of the MLP = mlp_ratio * d_model
+    tie_embeddings: bool = True  # output head shares the token embedding matrix
 
     def __post_init__(self):
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"ModelConfig.tie_embeddings must be True or False, got {self.tie_embeddings!r}")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_ratio"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -161,9 +164,15 @@ class TinyGPT(nn.Module):
         super().__init__()
         self.config = config or ModelConfig()
         self.trunk = Trunk(self.config)
+        self.head = None
+        if not self.config.tie_embeddings:
+            self.head = nn.Linear(self.config.d_model, self.config.vocab_size, bias=False)
+            nn.init.normal_(self.head.weight, 0.0, 0.02)
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         h = self.trunk(idx, cache)
+        if self.head is not None:
+            return self.head(h)
         return h @ self.trunk.tok_emb.weight.T  # tied embeddings: [B, T, V]
 
     def new_cache(self) -> KVCache:

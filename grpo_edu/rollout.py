@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 import torch
 import torch.nn as nn
 
-from .functional import token_logprobs
+from . import functional as Fn
 
 
 @dataclass
@@ -224,7 +224,7 @@ def sequence_logprobs(
     """
     t = rollout.temperature if temperature is None else temperature
     logits = completion_logits(model, rollout)
-    logp = token_logprobs(logits, rollout.completion_ids, temperature=t) * rollout.mask
+    logp = Fn.token_logprobs(logits, rollout.completion_ids, temperature=t) * rollout.mask
     return (logp, logits) if return_logits else logp
 
 

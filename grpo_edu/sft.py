@@ -95,7 +95,7 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
             acc = evaluate(policy, task)
             hist["step"].append(step)
             hist["accuracy"].append(acc)
-            hist["loss"].append(float(loss))
+            hist["loss"].append(float(loss.detach()))
             bar.set_postfix(acc=f"{acc:.3f}")
             if acc >= cfg.target_accuracy:
                 break

@@ -204,7 +204,7 @@ class Algorithm:
         per_token = per_token + self._kl_loss_term(batch, idx, logp)
         ent = Fn.masked_mean(Fn.entropy(logits), ro.mask)
         loss = self._aggregate(per_token, mask) - cfg.entropy_coef * ent
-        return loss, {"loss": float(loss), "entropy": float(ent), **st}
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **st}
 
     def minibatch_indices(self, B: int):
         n = self.config.minibatches
@@ -263,7 +263,7 @@ class Algorithm:
         vloss.backward()
         torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
         self.critic_optimizer.step()
-        return {"value_loss": float(vloss)}
+        return {"value_loss": float(vloss.detach())}
 
     @torch.no_grad()
     def rollout_stats(self, batch: Batch) -> dict:

@@ -35,7 +35,7 @@ class GRPOConfig(AlgorithmConfig):
     epochs: int = 2  # passes over each batch with pi_old fixed (TRL num_iterations)
     minibatches: int = 2  # optimizer steps per epoch
     beta: float = 0.04  # KL coefficient
-    kl_placement: str = "reward"  # the derivation; DeepSeekMath / TRL put beta*k3 in the "loss"
+    kl_placement: str = "loss"  # GRPO paper (DeepSeekMath): beta*k3 in the loss; "reward": in r_t
     eps_low: float = 0.2  # clip range below (TRL epsilon)
     eps_high: float | None = None  # clip range above (TRL epsilon_high); None = eps_low
     scale_rewards: str = "group"  # "group" | "batch" | "none" (Dr. GRPO), as TRL names it

@@ -47,4 +47,4 @@ class Reinforce(Algorithm):
         per_token = per_token + self._kl_loss_term(batch, idx, logp)
         ent = Fn.masked_mean(Fn.entropy(logits), ro.mask)
         loss = self._aggregate(per_token, mask) - self.config.entropy_coef * ent
-        return loss, {"loss": float(loss), "entropy": float(ent)}
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach())}
