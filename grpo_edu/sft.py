@@ -1,9 +1,15 @@
 """Supervised warm start: the reference policy pi_ref that every RL run starts from.
 
-Teacher-forced cross-entropy on ``prompt -> answer<eos>`` pairs, stopped early once the
-greedy held-out accuracy reaches ``target_accuracy`` (about 30% in the cpu preset), so the
-reference is *partly* right: RL has something to improve, and a sparse 0/1 reward still
-fires often enough to learn from.
+Teacher-forced cross-entropy on ``prompt -> answer<eos>`` pairs from a *small labelled
+set* (``n_examples``, 300 in the cpu preset). The model fits those and generalises only
+partly (about 25-30% greedy held-out accuracy), so the reference is partly right: RL has
+something to improve, a sparse 0/1 reward still fires often enough to learn from, and the
+story is the real one: labels are scarce, a verifier (the reward) is cheap.
+
+Why not stop SFT early at 30% instead (as a first prototype did)? Measured: a model
+stopped half-way up SFT's steep accuracy rise is fragile; its greedy accuracy dropped
+from 32% to 13-20% in the first RL steps for every algorithm and stayed below 50% after
+100 steps, while the converged small-data reference improves smoothly from the start.
 
 ``reference_policy(preset)`` caches the result: the first call trains it (seconds on a
 CPU) and saves it atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``);
@@ -35,6 +41,7 @@ FORMAT_VERSION = 1
 @dataclass
 class SFTConfig:
     lr: float = 1e-3  # AdamW learning rate
+    n_examples: int | None = 300  # size of the labelled set (None: fresh problems every step)
     batch_size: int = 256  # problems per step
     max_steps: int = 1500  # give up after this many steps
     target_accuracy: float = 0.3  # stop at this greedy held-out accuracy (1.0 = train fully)
@@ -45,6 +52,8 @@ class SFTConfig:
     def __post_init__(self):
         if not self.lr > 0:
             raise ValueError(f"SFTConfig.lr must be > 0, got {self.lr}")
+        if self.n_examples is not None and int(self.n_examples) < 1:
+            raise ValueError(f"SFTConfig.n_examples must be None or >= 1, got {self.n_examples}")
         for name in ("batch_size", "max_steps", "eval_every"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"SFTConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -70,6 +79,16 @@ def sft_batch(task, problems, device="cpu"):
     return ids.to(device), targets.to(device)
 
 
+def labelled_set(task, config: SFTConfig) -> list:
+    """The SFT data: ``n_examples`` training problems with their answers, drawn once.
+
+    A small labelled set is the point: the model fits it and generalises only partly
+    (about 30% held-out accuracy with 300 examples of 2-digit addition), which is where
+    RL with a verifier, which needs no labels, takes over.
+    """
+    return task.sample(config.n_examples, np.random.default_rng(10_000 + config.seed))
+
+
 def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = True) -> dict:
     """Supervised training until ``target_accuracy`` (or ``max_steps``). Returns a history
     ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float}``."""
@@ -78,13 +97,18 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
     cfg = config or SFTConfig()
     device = next(policy.parameters()).device
     rng = np.random.default_rng(cfg.seed)
+    pool = labelled_set(task, cfg) if cfg.n_examples is not None else None
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr)
     hist = {"step": [], "accuracy": [], "loss": []}
     t0 = time.perf_counter()
     bar = tqdm(range(1, cfg.max_steps + 1), desc="SFT warm start", disable=not progress, leave=False)
     for step in bar:
         policy.train()
-        ids, targets = sft_batch(task, task.sample(cfg.batch_size, rng), device)
+        if pool is None:
+            problems = task.sample(cfg.batch_size, rng)
+        else:
+            problems = [pool[i] for i in rng.integers(0, len(pool), cfg.batch_size)]
+        ids, targets = sft_batch(task, problems, device)
         logits = policy(ids)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
         opt.zero_grad(set_to_none=True)

@@ -63,6 +63,7 @@ class AlgorithmConfig:
     entropy_coef: float = 0.0  # entropy bonus
     mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss
     temperature: float = 1.0  # sampling temperature of the rollouts
+    warmup_steps: int = 0  # linear learning-rate warmup over this many optimizer updates
 
     def __post_init__(self):
         check_range(self, "lr", lo=0, lo_open=True)
@@ -72,6 +73,7 @@ class AlgorithmConfig:
         check_range(self, "beta", lo=0)
         check_range(self, "entropy_coef", lo=0)
         check_range(self, "temperature", lo=0, lo_open=True)
+        check_range(self, "warmup_steps", lo=0)
         check_range(self, "kl_placement", choices={"reward", "loss", "none"})
         check_range(self, "kl_estimator", choices={None, "k1", "k2", "k3"})
         check_range(self, "loss_type", choices=set(LOSS_TYPES))
@@ -138,6 +140,10 @@ class Algorithm:
             for p in reference.parameters():
                 p.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.lr, weight_decay=0.0)
+        w = self.config.warmup_steps
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda u: min(1.0, (u + 1) / w) if w > 0 else 1.0
+        )
         self.generator = generator
         if self.uses_critic:
             self._setup_critic(policy)
@@ -237,6 +243,7 @@ class Algorithm:
                 gn = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
                 finite(gn.detach(), "policy gradient norm")
                 self.optimizer.step()
+                self.scheduler.step()
                 grad_norms.append(float(gn))
                 if self.critic is not None:
                     st.update(self.critic_step(batch, idx))

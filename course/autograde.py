@@ -1,0 +1,194 @@
+"""What the four autograders share: load a submission, compare it with the library,
+train with it plugged in.
+
+Every check fails with a message that says what was expected and what came back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+SUBMISSION_ENV = "GRPO_EDU_SUBMISSION"  # the file an autograder grades (default: the starter)
+_counter = itertools.count()
+
+
+def load_module(path):
+    """Import the Python file ``path`` as a fresh module (re-read on every call)."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"submission {path} does not exist (set ${SUBMISSION_ENV} to a .py file)")
+    name = f"_grpo_edu_submission_{next(_counter)}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+# ------------------------------------------------------------------------- comparisons
+
+
+def fmt(x) -> str:
+    """A tensor as a short readable string: its values when small, else shape and stats."""
+    if not isinstance(x, torch.Tensor):
+        return repr(x)
+    t = x.detach().cpu()
+    if t.numel() <= 24:
+        vals = t.double().tolist() if t.is_floating_point() else t.tolist()
+        rounded = _round(vals)
+        return f"tensor({rounded}, shape={list(t.shape)})"
+    tf = t.double()
+    return f"tensor(shape={list(t.shape)}, min={tf.min():.4g}, max={tf.max():.4g}, mean={tf.mean():.4g})"
+
+
+def _round(v):
+    if isinstance(v, list):
+        return [_round(u) for u in v]
+    return round(v, 5) if isinstance(v, float) else v
+
+
+def check_close(got, expected, what: str, rtol: float = 1e-5, atol: float = 1e-6,
+                equal_nan: bool = False) -> None:
+    """``got`` must be a tensor of ``expected``'s shape with close values (NaN only where
+    expected is NaN and ``equal_nan``). Compared in float64: any float dtype is accepted."""
+    assert isinstance(got, torch.Tensor), (
+        f"{what}: expected a torch.Tensor of shape {list(expected.shape)}, got {type(got).__name__}: {got!r}"
+    )
+    assert tuple(got.shape) == tuple(expected.shape), (
+        f"{what}: expected shape {list(expected.shape)}, got shape {list(got.shape)}"
+    )
+    g, e = got.detach().double().cpu(), expected.detach().double().cpu()
+    torch.testing.assert_close(
+        g, e, rtol=rtol, atol=atol, equal_nan=equal_nan,
+        msg=lambda m: f"{what}:\n  expected {fmt(e)}\n  got      {fmt(g)}\n  ({m.splitlines()[0]}; "
+        + " ".join(m.splitlines()[1:3]) + ")",
+    )  # fmt: skip
+
+
+def check_float(got, expected: float, what: str, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """``got`` is a number (python float or 0-dim tensor) close to ``expected``."""
+    if isinstance(got, torch.Tensor):
+        assert got.numel() == 1, f"{what}: expected a number, got a tensor of shape {list(got.shape)}"
+        got = got.item()
+    assert isinstance(got, (int, float)), f"{what}: expected a number, got {type(got).__name__}: {got!r}"
+    assert math.isclose(got, expected, rel_tol=rtol, abs_tol=atol), (
+        f"{what}: expected {expected:.6g}, got {got:.6g}"
+    )
+
+
+def grad_of(scalar_fn, *inputs: torch.Tensor) -> list[torch.Tensor | None]:
+    """d scalar_fn(*inputs) / d input for each input (None where no gradient flows).
+
+    ``scalar_fn`` gets fresh leaf copies that require grad; a non-scalar output is summed.
+    """
+    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
+    out = scalar_fn(*leaves)
+    if isinstance(out, tuple):
+        out = out[0]
+    assert isinstance(out, torch.Tensor), f"expected a tensor output, got {type(out).__name__}"
+    if not out.requires_grad:
+        return [None for _ in leaves]
+    out.sum().backward()
+    return [x.grad for x in leaves]
+
+
+def check_no_grad(got_grad, name: str, what: str) -> None:
+    """The gradient into ``name`` must be absent or zero: it is a constant (detached)."""
+    assert got_grad is None or not bool(got_grad.abs().gt(0).any()), (
+        f"{what}: {name} must be treated as a constant (detach it), but a gradient flowed into it: "
+        f"{fmt(got_grad)}"
+    )
+
+
+# -------------------------------------------------------------------------- training
+
+
+def train_with(algorithm, *, task, reference, preset, steps, sequences_per_step, seed=0,
+               eval_every=10, plugs=None):  # fmt: skip
+    """``grpo_edu.train`` with the functional-core pieces ``plugs`` swapped in (if any)."""
+    from grpo_edu import plug, train
+
+    with plug(**plugs) if plugs else nullcontext():
+        return train(algorithm, task=task, reference=reference, preset=preset, steps=steps,
+                     sequences_per_step=sequences_per_step, seed=seed, eval_every=eval_every,
+                     progress=False)  # fmt: skip
+
+
+def check_same_history(student, library, what: str, rtol: float = 1e-3, atol: float = 1e-5) -> None:
+    """The student's run reproduces the library's for the steps the library ran.
+
+    Same seed, same machine: the sampled rewards and the held-out accuracies must be
+    identical; the other metrics (losses, norms, ...) close (the student may add in
+    another order). ``student`` may be longer: only the library's steps are compared.
+    """
+    n = len(library.steps)
+    assert len(student.steps) >= n, f"{what}: expected at least {n} steps, got {len(student.steps)}"
+    for s, l in zip(student.steps[:n], library.steps, strict=True):
+        step = l["step"]
+        assert s["reward"] == l["reward"], (
+            f"{what}: at step {step} the mean sampled reward should be the library's "
+            f"{l['reward']:.6f} (same seed), got {s['reward']:.6f}. The rollouts diverged: an "
+            f"earlier update differed."
+        )
+        for key, lv in l.items():
+            if key in ("seconds", "step", "samples") or not isinstance(lv, (int, float)):
+                continue
+            sv = s.get(key)
+            assert sv is not None, f"{what}: step {step} is missing the metric {key!r}"
+            ok = (math.isnan(lv) and math.isnan(sv)) or math.isclose(sv, lv, rel_tol=rtol, abs_tol=atol)
+            assert ok, (
+                f"{what}: at step {step} the metric {key!r} should be the library's {lv:.6g}, "
+                f"got {sv:.6g}"
+            )
+    student_evals = {e["step"]: e["accuracy"] for e in student.evals}
+    for e in library.evals:
+        if e["step"] in student_evals:
+            assert student_evals[e["step"]] == e["accuracy"], (
+                f"{what}: held-out accuracy at step {e['step']} should be the library's "
+                f"{e['accuracy']:.3f}, got {student_evals[e['step']]:.3f}"
+            )
+
+
+def check_improves(history, window: int, margin: float, what: str) -> tuple[float, float]:
+    """Mean sampled reward of the last ``window`` steps >= first ``window`` + ``margin``."""
+    r = [s["reward"] for s in history.steps]
+    assert len(r) >= 2 * window, f"{what}: expected at least {2 * window} steps, got {len(r)}"
+    first, last = sum(r[:window]) / window, sum(r[-window:]) / window
+    assert last >= first + margin, (
+        f"{what}: the mean sampled reward should rise by at least {margin:.3f} from the first "
+        f"{window} steps to the last {window}; it went {first:.3f} -> {last:.3f}"
+    )
+    return first, last
+
+
+def baseline_algorithm(baseline_advantages, **config):
+    """grpo_edu's REINFORCE-with-baseline whose advantage comes from ``baseline_advantages``.
+
+    ``baseline_advantages(returns [B, T], baseline, mask [B, T]) -> [B, T]`` (homework 2)
+    gets the library's returns G_t and baseline: the critic's V(s_t) [B, T] for
+    ``baseline="critic"``, the float b for "batch_mean" and "running_mean". Everything else
+    (the critic, its loss, the running mean) is the library's.
+    """
+    from grpo_edu.algorithms import ReinforceBaseline
+
+    class StudentBaseline(ReinforceBaseline):
+        def advantages(self, batch):
+            super().advantages(batch)  # the library's: computes V(s_t), or updates the running b
+            if self.config.baseline == "critic":
+                returns, baseline = batch.returns, batch.old_values
+            else:
+                returns, baseline = self.returns(batch), batch.stats["baseline"]
+            return baseline_advantages(returns, baseline, batch.rollout.mask)
+
+    return StudentBaseline(**config)

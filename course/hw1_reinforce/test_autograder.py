@@ -1,0 +1,170 @@
+"""Autograder of homework 1 (REINFORCE).
+
+    python -m course.grade hw1 path/to/student_hw1.py
+
+Each test calls the submission first (an unimplemented function fails the test with
+NotImplementedError), then compares it with grpo_edu.functional or trains with it.
+"""
+
+import math
+
+import pytest
+import torch
+
+import grpo_edu.functional as Fn
+from course.autograde import check_close, check_improves, check_no_grad, check_same_history, grad_of, train_with
+from grpo_edu import make_algorithm, plug
+from grpo_edu.maze_pg import train_maze
+
+# Training checks. Measured on the cpu preset, seeds 0-3, 128 sequences/step: the mean
+# sampled reward rose by +0.012 .. +0.035 from the first 20 to the last 20 of 80 steps.
+STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 80, 20, 0.005, 128, 10
+# The maze (40 steps x 8 episodes, seeds 0-3): success 0.3-0.5 -> 1.0 and mean episode
+# length 41-45 -> 11-12 steps from the first 10 steps to the last 10.
+MAZE = dict(gamma=0.95, steps=40, episodes_per_step=8, seed=0, progress=False)
+
+
+def _rand(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _mask(B, T, seed=0):
+    """Rows of random lengths 1..T (one row of each extreme), ones first then zeros."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    lengths[0], lengths[-1] = 1, T
+    return (torch.arange(T)[None, :] < lengths[:, None]).float()
+
+
+def _plugs(sub):
+    return dict(discounted_returns=sub.discounted_returns, policy_gradient_loss=sub.policy_gradient_loss)
+
+
+def _probe(sub):
+    """Call both functions once on a tiny input (NotImplementedError surfaces here)."""
+    sub.discounted_returns(torch.zeros(1, 2), torch.ones(1, 2), 1.0)
+    sub.policy_gradient_loss(torch.zeros(1, 2), torch.zeros(1))
+
+
+# ------------------------------------------------------------ (1) discounted returns
+
+
+@pytest.mark.graded(points=2)
+def test_discounted_returns_by_hand(submission):
+    """discounted_returns: the hand-computed examples of the handout"""
+    cases = [  # (rewards, mask, gamma, expected, what)
+        ([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0]], [[1, 1, 1], [1, 1, 1]], 0.5,
+         [[0.25, 0.5, 1.0], [1.75, 1.5, 1.0]], "gamma=0.5"),
+        ([[0.0, 0.0, 1.0, 0.0]], [[1, 1, 1, 0]], 1.0, [[1.0, 1.0, 1.0, 0.0]],
+         "gamma=1, a sparse final reward, one padding step"),
+        ([[1.0, 0.0, 5.0]], [[1, 1, 0]], 0.9, [[1.0, 0.0, 0.0]],
+         "a reward on padding must count as 0"),
+        ([[-0.01, -0.01, 1.0]], [[1, 1, 1]], 0.0, [[-0.01, -0.01, 1.0]], "gamma=0: G_t = r_t"),
+    ]  # fmt: skip
+    for rewards, mask, gamma, expected, what in cases:
+        r, m = torch.tensor(rewards), torch.tensor(mask, dtype=torch.float32)
+        got = submission.discounted_returns(r, m, gamma)
+        check_close(got, torch.tensor(expected), f"discounted_returns({rewards}, mask={mask}, gamma={gamma}) [{what}]")
+
+
+@pytest.mark.graded(points=2)
+@pytest.mark.parametrize("gamma", [0.0, 0.5, 0.9, 1.0])
+def test_discounted_returns_matches_library(submission, gamma):
+    """discounted_returns: random rewards and ragged masks, as grpo_edu.functional"""
+    rewards, mask = _rand(6, 9, seed=1), _mask(6, 9, seed=2)
+    got = submission.discounted_returns(rewards, mask, gamma)
+    check_close(got, Fn.discounted_returns(rewards, mask, gamma),
+                f"discounted_returns(random [6, 9] rewards, ragged mask, gamma={gamma})")  # fmt: skip
+
+
+@pytest.mark.graded(points=1)
+def test_discounted_returns_edge_cases(submission):
+    """discounted_returns: one step, an empty row, a bool mask, float64"""
+    got = submission.discounted_returns(torch.tensor([[2.0]]), torch.tensor([[1.0]]), 0.9)
+    check_close(got, torch.tensor([[2.0]]), "discounted_returns with T = 1")
+    r, m = _rand(3, 4, seed=3), torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    got = submission.discounted_returns(r, m, 0.7)
+    check_close(got, Fn.discounted_returns(r, m, 0.7),
+                "discounted_returns with a bool mask and an all-padding row (its returns are all 0)")  # fmt: skip
+    r64, m64 = _rand(4, 5, seed=4, dtype=torch.float64), _mask(4, 5, seed=5).double()
+    got = submission.discounted_returns(r64, m64, 0.99)
+    check_close(got, Fn.discounted_returns(r64, m64, 0.99), "discounted_returns in float64", rtol=1e-9, atol=1e-12)
+
+
+# ------------------------------------------------------------ (2) policy-gradient loss
+
+
+@pytest.mark.graded(points=2)
+def test_policy_gradient_loss_values(submission):
+    """policy_gradient_loss: values for [B] and [B, T] advantages, as grpo_edu.functional"""
+    logp = -_rand(4, 6, seed=6).abs()
+    got = submission.policy_gradient_loss(logp, torch.tensor([1.0, 0.0, -2.0, 0.5]))
+    check_close(got, Fn.policy_gradient_loss(logp, torch.tensor([1.0, 0.0, -2.0, 0.5])),
+                "policy_gradient_loss(logp [4, 6], advantages [4] = [1, 0, -2, 0.5]) (broadcast over T)")  # fmt: skip
+    adv = _rand(4, 6, seed=7)
+    got = submission.policy_gradient_loss(logp, adv)
+    check_close(got, Fn.policy_gradient_loss(logp, adv), "policy_gradient_loss(logp [4, 6], advantages [4, 6])")
+    got = submission.policy_gradient_loss(torch.tensor([[-0.5, -2.0]]), torch.tensor([3.0]))
+    check_close(got, torch.tensor([[1.5, 6.0]]), "policy_gradient_loss([[-0.5, -2.0]], [3.0]) = -A log pi")
+
+
+@pytest.mark.graded(points=2)
+def test_policy_gradient_loss_gradient(submission):
+    """policy_gradient_loss: d loss / d logp = -A, and no gradient into the advantages"""
+    logp, adv = -_rand(3, 5, seed=8).abs(), _rand(3, seed=9)
+    g_logp, g_adv = grad_of(submission.policy_gradient_loss, logp, adv)
+    assert g_logp is not None, "policy_gradient_loss: no gradient flowed into logp (did you detach it?)"
+    check_close(g_logp, -adv[:, None].expand(3, 5), "d sum(policy_gradient_loss) / d logp (should be -A_t)")
+    check_no_grad(g_adv, "advantages", "policy_gradient_loss")
+
+
+# ------------------------------------------------------------ training with your code
+
+
+def _same_maze(student, library):
+    for key in ("return", "length", "success"):
+        assert student[key] == library[key], (
+            f"maze with your functions plugged in: per-step {key!r} should be the library's "
+            f"(same seed) {[round(v, 3) for v in library[key][:8]]}..., got "
+            f"{[round(v, 3) for v in student[key][:8]]}..."
+        )
+
+
+@pytest.mark.graded(points=2)
+def test_maze_training(submission):
+    """maze: tabular REINFORCE with your functions reproduces the library and reaches the goal"""
+    _probe(submission)
+    with plug(**_plugs(submission)):
+        student = train_maze(**MAZE)
+    library = train_maze(**MAZE)
+    _same_maze(student, library)
+    success = sum(student["success"][-10:]) / 10
+    first, last = sum(student["length"][:10]) / 10, sum(student["length"][-10:]) / 10
+    assert success >= 0.9, f"maze: expected the goal reached in >= 90% of the last episodes, got {success:.0%}"
+    assert last <= first - 10, f"maze: expected episodes >= 10 steps shorter by the end, got {first:.1f} -> {last:.1f}"
+
+
+def _student_run(submission, memo, task, reference, preset):
+    if "student" not in memo:
+        memo["student"] = train_with(make_algorithm("reinforce"), task=task, reference=reference, preset=preset,
+                                     steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(submission))  # fmt: skip
+    return memo["student"]
+
+
+@pytest.mark.graded(points=2)
+def test_arithmetic_reproduces_library(submission, memo, task, reference, preset):
+    """arithmetic: REINFORCE with your functions plugged in reproduces the library's run"""
+    _probe(submission)
+    student = _student_run(submission, memo, task, reference, preset)
+    library = train_with(make_algorithm("reinforce"), task=task, reference=reference, preset=preset,
+                         steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
+    check_same_history(student, library, "REINFORCE with your functions")
+
+
+@pytest.mark.graded(points=2)
+def test_arithmetic_improves(submission, memo, task, reference, preset):
+    """arithmetic: with your functions, the sampled reward rises during training"""
+    _probe(submission)
+    student = _student_run(submission, memo, task, reference, preset)
+    check_improves(student, WINDOW, MARGIN, f"REINFORCE with your functions ({STEPS} steps)")
+    assert all(math.isfinite(s["loss"]) for s in student.steps), "the training loss became NaN or inf"

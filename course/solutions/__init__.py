@@ -1,0 +1,1 @@
+"""Reference solutions, written in plain torch (independently of grpo_edu.functional)."""

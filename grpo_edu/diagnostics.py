@@ -1,0 +1,549 @@
+"""Diagnostics: how noisy is each policy-gradient estimator, and what does one step cost.
+
+    gradient_variance(policy, task)   K independent batch gradients per advantage estimator
+    score_norms(policy, task)         |grad log pi(y)|^2 of right vs wrong answers, and b*
+    fit_critic(policy, task)          a value model V(s_t) regressed at a fixed policy
+    step_memory("ppo"), memory_sweep  peak memory of one training step, measured and analytic
+    step_cost("grpo")                 forward/backward passes and seconds of one step
+
+Each docstring says which numbers are MEASURED (run the code, read a counter) and which
+are COMPUTED (a formula from parameter counts). The functional core is called through the
+module (``Fn.group_advantages``), so ``grpo_edu.plug`` reaches it here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import math
+import statistics
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from . import functional as Fn
+from .model import ModelConfig, TinyGPT, ValueModel
+from .rollout import completion_values, generate, sequence_logprobs
+from .train import collect, expand
+
+ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_norm", "optimal")
+GROUP_ESTIMATORS = ("group_mean", "group_norm")
+GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
+SWEEP = (  # (model, sequences per step): from activations dominating to parameters dominating
+    (ModelConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=12), 512),
+    (ModelConfig(d_model=256, n_layers=4, n_heads=4, max_seq_len=12), 64),
+    (ModelConfig(d_model=512, n_layers=8, n_heads=8, max_seq_len=12), 16),
+)
+
+
+# ----------------------------------------------------------------------- pure statistics
+
+
+def variance_stats(grads) -> dict:
+    """COMPUTED (float64) from K gradient estimates ``grads [K, P]``, K >= 2:
+
+        g_bar = 1/K sum_k g_k,   total_variance = tr Cov = sum_k |g_k - g_bar|^2 / (K - 1)
+        mean_sq_norm = |g_bar|^2,   relative_variance = tr Cov / |g_bar|^2  (inverse SNR)
+        relative_variance_corrected = tr Cov / (|g_bar|^2 - tr Cov / K)
+        mean_cosine = 1/K sum_k cos(g_k, mean of the other K - 1)      (leave-one-out)
+
+    E|g_bar|^2 = |E g|^2 + tr Cov / K, so the corrected ratio removes that bias (inf when
+    the signal is not detectable: the denominator is <= 0).
+    """
+    g = torch.as_tensor(grads).to(torch.float64)
+    if g.dim() != 2 or g.shape[0] < 2:
+        raise ValueError(f"grads must be [K, P] with K >= 2, got {tuple(g.shape)}")
+    K, mean = g.shape[0], g.mean(0)
+    tv, msn = float(((g - mean) ** 2).sum() / (K - 1)), float(mean @ mean)
+    cos = torch.nn.functional.cosine_similarity(g, (K * mean - g) / (K - 1), dim=1)
+
+    def ratio(a, b):
+        return a / b if b > 0 else math.inf
+
+    return {"total_variance": tv, "mean_sq_norm": msn, "relative_variance": ratio(tv, msn),
+            "relative_variance_corrected": ratio(tv, msn - tv / K), "mean_cosine": float(cos.mean())}
+
+
+def optimal_baseline(rewards, score_norm2) -> float:
+    """COMPUTED: the constant b minimising tr Cov of (R - b) s, s = grad log pi(y):
+
+        d/db E[(R - b)^2 |s|^2] = 0   =>   b* = E[R |s|^2] / E[|s|^2]
+
+    (E[s] = 0, so b does not move the mean.) A score-norm-weighted mean reward: when wrong
+    answers (R = 0) have the larger |s|^2, b* is far below the mean reward.
+    """
+    r, s2 = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, score_norm2))
+    if r.shape != s2.shape or r.numel() == 0:
+        raise ValueError(f"rewards and score_norm2 must be alike and non-empty, "
+                         f"got {tuple(r.shape)} and {tuple(s2.shape)}")
+    return float((r * s2).sum() / s2.sum())
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def _sample(policy, task, n_prompts, group_size, rng, generator):
+    """A T=1 rollout of n_prompts x group_size and its outcome scores [B, T]."""
+    problems = task.sample(n_prompts, rng)
+    ro = generate(policy, task.encode_prompts(problems), group_size=group_size, temperature=1.0,
+                  max_new_tokens=task.max_answer_length, generator=generator, tokenizer=task.tokenizer)
+    rep = expand(problems, group_size)
+    return ro, task.token_scores(rep, ro.completion_ids, ro.mask, kind="outcome").to(ro.mask.device)
+
+
+@contextmanager
+def _trainable(model):
+    """The parameters, requiring grad inside the block (a reference may have them frozen)."""
+    params = list(model.parameters())
+    saved = [p.requires_grad for p in params]
+    try:
+        yield [p.requires_grad_(True) for p in params]
+    finally:
+        for p, s in zip(params, saved, strict=True):
+            p.requires_grad_(s)
+
+
+def _flat_grad(output, params, retain_graph=False):
+    gs = torch.autograd.grad(output, params, retain_graph=retain_graph, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for g, p in zip(gs, params, strict=True)])
+
+
+def _rngs(seed, device):
+    return np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
+
+
+def _tqdm(iterable, progress, desc):
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, disable=not progress, leave=False)
+
+
+# ----------------------------------------------------------------------- gradient variance
+
+
+def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_star=None, gae_lambda=1.0):
+    """The advantage A of one estimator, [B] or [B, T] (R = sum_t r_t, here 0/1):
+
+        raw        A = R                                   REINFORCE
+        batch_mean A = R - mean_batch(R)
+        optimal    A = R - b*                              b* from a separate batch
+        critic     A_t = G_t - V(s_t)                      value baseline, gamma = 1
+        gae        A_t = GAE(gamma=1, lambda) from V       PPO's, unwhitened (= critic at lambda=1)
+        group_mean A = R - mean_group(R)                   Dr. GRPO (RLOO = G/(G-1) x this)
+        group_norm A = (R - mean_group(R)) / (std_group(R) + 1e-4)     GRPO
+    """
+    mask, R = rollout.mask, Fn.masked_sum(scores, rollout.mask, dim=1)
+    if name in ("raw", "batch_mean", "optimal"):
+        return R - {"raw": 0.0, "batch_mean": R.mean(), "optimal": b_star}[name]
+    if name in GROUP_ESTIMATORS:
+        scale = "none" if name == "group_mean" else "group"
+        return Fn.group_advantages(R, group_size, scale=scale, eps=GRPO_EPS)[0]
+    if name == "critic":
+        return (Fn.discounted_returns(scores, mask, 1.0) - values) * mask
+    if name == "gae":
+        return Fn.gae(scores, values, mask, 1.0, gae_lambda)[0]
+    raise ValueError(f"unknown estimator {name!r}; choose from {ESTIMATORS}")
+
+
+def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts_per_batch=64, group_size=8,
+                      layout="group", critic=None, seed=0, progress=True, gae_lambda=1.0) -> dict:
+    """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy.
+
+    For each of K independent batches of N = prompts_per_batch x group_size sequences and
+    each estimator e (``estimator_advantages``):
+
+        g_k^e = grad_theta 1/N sum_i sum_t A^e_{i,t} log pi_theta(a_{i,t} | s_{i,t})
+
+    one backward per estimator on the SAME batch (common random numbers: estimators differ
+    only in A). ``layout="group"``: prompts_per_batch prompts x group_size samples;
+    ``"distinct"``: N distinct prompts x 1 sample (group estimators skipped). Returns
+    ``{e: variance_stats(g^e_1..K) | {"cosine_to_raw": cos(g_bar^e, g_bar^raw)}}`` (all
+    estimators are unbiased: near 1) and "_meta" (reward mean, b*, critic fit, ...).
+    A critic ("critic", "gae") is fitted with ``fit_critic`` when not given; b* comes from
+    ``score_norms`` on a separate batch. group_norm divides A by std ~ 0.3, which scales
+    the raw variance: compare the relative numbers and cosines.
+    """
+    unknown = [e for e in estimators if e not in ESTIMATORS]
+    if layout not in ("group", "distinct") or unknown or not estimators or n_batches < 2:
+        raise ValueError(f"need layout 'group'|'distinct' (got {layout!r}), estimators from {ESTIMATORS} "
+                         f"(unknown: {unknown}) and n_batches >= 2 (got {n_batches})")
+    t0, N = time.perf_counter(), prompts_per_batch * group_size
+    n_prompts, G = (prompts_per_batch, group_size) if layout == "group" else (N, 1)
+    skipped = [e for e in estimators if e in GROUP_ESTIMATORS and G < 2]
+    estimators = [e for e in estimators if e not in skipped]
+    meta = {"layout": layout, "n_batches": n_batches, "sequences_per_batch": N, "prompts_per_batch": n_prompts,
+            "group_size": G, "skipped": skipped}
+    if {"critic", "gae"} & set(estimators) and critic is None:
+        critic, info = fit_critic(policy, task, seed=seed + 1, progress=progress)
+        meta["critic_explained_variance"] = info["explained_variance"]
+    b_star = score_norms(policy, task, n=min(N, 512), seed=seed + 2)["b_star"] if "optimal" in estimators else None
+    meta["b_star"] = b_star
+    rng, gen = _rngs(seed, next(policy.parameters()).device)
+    grads, rewards, zero_std = {e: [] for e in estimators}, [], []
+    was_training, _ = policy.training, policy.eval()
+    with _trainable(policy) as params:
+        for _ in _tqdm(range(n_batches), progress, f"gradient variance ({layout})"):
+            ro, scores = _sample(policy, task, n_prompts, G, rng, gen)
+            rewards.append(R := scores.sum(1))
+            zero_std.append(float((R.view(-1, G).amax(1) == R.view(-1, G).amin(1)).float().mean()))
+            with torch.no_grad():
+                values = completion_values(critic, ro) if critic is not None else None
+            logp = sequence_logprobs(policy, ro)  # [B, T], differentiable, one forward per batch
+            for j, e in enumerate(estimators):
+                A = estimator_advantages(e, ro, scores, G, values, b_star, gae_lambda)
+                loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, A), ro.mask, dim=1).mean()
+                grads[e].append(-_flat_grad(loss, params, retain_graph=j < len(estimators) - 1).cpu())
+    policy.train(was_training)
+    out = {e: variance_stats(torch.stack(gs)) for e, gs in grads.items()}
+    if "raw" in grads:
+        g_bar = {e: torch.stack(gs).double().mean(0) for e, gs in grads.items()}
+        for e in grads:
+            out[e]["cosine_to_raw"] = float(torch.nn.functional.cosine_similarity(g_bar[e], g_bar["raw"], dim=0))
+    R = torch.cat(rewards)
+    meta.update(reward_mean=float(R.mean()), reward_std=float(R.std()),
+                frac_zero_std_groups=float(np.mean(zero_std)) if G > 1 else None,
+                n_params=sum(p.numel() for p in policy.parameters()), seconds=time.perf_counter() - t0)
+    return {**out, "_meta": meta}
+
+
+def score_norms(policy, task, n=512, seed=0) -> dict:
+    """MEASURED: the squared score norm |s_i|^2 = |grad_theta log pi(y_i | q_i)|^2 of each of
+    n sampled answers (T=1, distinct prompts, one backward each). COMPUTED from them:
+    "score_norm2_correct" / "score_norm2_wrong" (mean over R = 1 / R = 0, nan if none),
+    "b_star" = E[R |s|^2] / E[|s|^2] (``optimal_baseline``), "corr" = Pearson(R, |s|^2),
+    "mean_reward"; and the per-sample "rewards", "score_norm2" (numpy) for plots.
+
+    Wrong answers come from low-probability tokens: larger score norms, so b* sits far below
+    the mean reward, and subtracting the mean reward adds the noisy wrong-sample scores.
+    """
+    device = next(policy.parameters()).device
+    ro, scores = _sample(policy, task, n, 1, *_rngs(seed, device))
+    norms = []
+    with _trainable(policy) as params:
+        for i in range(n):  # log pi(y_i) = sum_t log pi(a_t | s_t) of sample i alone, then its gradient
+            logp_i = sequence_logprobs(policy, ro.select(torch.tensor([i], device=device))).sum()
+            norms.append(float(_flat_grad(logp_i, params).double().pow(2).sum()))
+    s2 = torch.tensor(norms, dtype=torch.float64)
+    R = scores.sum(1).cpu().double()
+    ok = R > 0.5
+    corr = float(np.corrcoef(R.numpy(), s2.numpy())[0, 1]) if 0 < int(ok.sum()) < n else math.nan
+
+    def mean(x):
+        return float(x.mean()) if x.numel() else math.nan
+
+    return {"score_norm2_correct": mean(s2[ok]), "score_norm2_wrong": mean(s2[~ok]), "mean_reward": float(R.mean()),
+            "b_star": optimal_baseline(R, s2), "corr": corr, "n": n, "rewards": R.numpy(), "score_norm2": s2.numpy()}
+
+
+def fit_critic(policy, task, steps=150, batch=512, lr=1e-3, seed=0, progress=True):
+    """Fit V_phi(s_t) to the sampled returns of a FIXED policy (the policy is not trained):
+
+        L_V = 1/2 masked_mean((V_phi(s_t) - G_t)^2),   G_t = R   (gamma = 1, outcome reward)
+
+    from the policy's trunk (``ValueModel.from_policy``), AdamW, clip 1.0, ``batch`` distinct
+    prompts per step. Returns ``(critic, info)``; MEASURED on a fresh batch:
+    info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R). Near 0: the critic cannot
+    tell from the prompt which answers will fail (at T=1 failures are sampling noise).
+    """
+    rng, gen = _rngs(seed, next(policy.parameters()).device)
+    critic = ValueModel.from_policy(policy).train()
+    opt = torch.optim.AdamW(critic.parameters(), lr=lr, weight_decay=0.0)
+    losses = []
+    for _ in _tqdm(range(steps), progress, "fit critic"):
+        ro, scores = _sample(policy, task, batch, 1, rng, gen)
+        loss = Fn.value_loss(completion_values(critic, ro), Fn.discounted_returns(scores, ro.mask, 1.0), ro.mask)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+    critic.eval()
+    with torch.no_grad():
+        ro, scores = _sample(policy, task, batch, 1, rng, gen)
+        R, v0 = scores.sum(1), completion_values(critic, ro)[:, 0]
+    ev = 1.0 - float((R - v0).var()) / float(R.var()) if float(R.var()) > 0 else math.nan
+    return critic, {"explained_variance": ev, "value_loss": float(np.mean(losses[-10:])) if losses else math.nan,
+                    "reward_mean": float(R.mean()), "value_mean": float(v0.mean()), "steps": steps}
+
+
+# ----------------------------------------------------------------------- memory
+
+
+def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
+    """MEASURED: peak bytes allocated above the level at the start, during each phase.
+
+    ``phases``: callables run in order; a phase's peak includes what earlier ones left.
+    CUDA: ``torch.cuda.reset_peak_memory_stats`` + ``max_memory_allocated`` per phase.
+    CPU: ``torch.profiler(profile_memory=True)``; the running sum of the ``[memory]`` events
+    (+nbytes alloc, -nbytes free) in time order, its maximum inside each phase's
+    ``record_function`` span. The profiler misses frees of tensors allocated before it
+    started: free those first. Without that profiler API: peak RSS (``_rss_peaks``).
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base, peaks = torch.cuda.memory_allocated(device), []
+        for fn in phases:
+            torch.cuda.reset_peak_memory_stats(device)
+            fn()
+            torch.cuda.synchronize(device)
+            peaks.append(torch.cuda.max_memory_allocated(device) - base)
+        return peaks, "torch.cuda.max_memory_allocated"
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for i, fn in enumerate(phases):
+            with record_function(f"grpo_edu_phase{i}"):
+                fn()
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError:  # the profiler API moved: re-run the phases under the RSS high-water mark
+        return _rss_peaks(phases), "peak RSS (/proc/self/status VmHWM; coarse)"
+    spans = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name().startswith("grpo_edu_phase")}
+    mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    t, level = np.array([m[0] for m in mem], dtype=np.int64), np.cumsum([m[1] for m in mem], dtype=np.int64)
+    peaks = []
+    for i in range(len(phases)):
+        start, end = spans[f"grpo_edu_phase{i}"]
+        a, b = np.searchsorted(t, start), np.searchsorted(t, end, "right")
+        peaks.append(max([int(level[a - 1]) if a else 0] + level[a:b].tolist()))
+    return peaks, "torch.profiler profile_memory (running sum of [memory] events)"
+
+
+def _rss_peaks(phases) -> list[int]:
+    """Fallback, MEASURED: VmHWM (peak resident set) growth per phase, reset via clear_refs.
+    Coarse: includes allocator slack and pages torch did not hand back to the OS."""
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    base, peaks = status("VmRSS:"), []
+    for fn in phases:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the high-water mark to the current RSS
+        fn()
+        peaks.append(status("VmHWM:") - base)
+    return peaks
+
+
+def _storage_bytes(tensors) -> int:
+    seen = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+            for t in tensors if isinstance(t, torch.Tensor) and t.numel()}
+    return sum(seen.values())
+
+
+def _param_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters()) if model is not None else 0
+
+
+def _state_tensors(algo):
+    """Weights, grads and optimizer states of every model the algorithm holds."""
+    for model, opt in ((algo.policy, algo.optimizer), (algo.critic, algo.critic_optimizer), (algo.reference, None)):
+        for p in model.parameters() if model is not None else ():
+            yield from (p, p.grad)
+        for state in opt.state.values() if opt is not None else ():
+            yield from state.values()
+
+
+def _activation_bytes(algo, ro, scores) -> dict:
+    """MEASURED with saved_tensors_hooks: bytes autograd saves for backward in the loss
+    forward of one minibatch (policy; critic), unique storages, parameters excluded."""
+    batch = algo.prepare(ro, scores)
+    idx = algo.minibatch_indices(ro.batch_size)[0].to(ro.mask.device)
+    params = {p.untyped_storage().data_ptr() for m in (algo.policy, algo.critic, algo.reference)
+              if m is not None for p in m.parameters()}
+
+    def saved(fn):
+        seen = {}
+
+        def pack(t):
+            if t.untyped_storage().data_ptr() not in params:
+                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn()
+        return sum(seen.values())
+
+    out = {"policy": saved(lambda: algo.loss(batch, idx)), "critic": 0}
+    if algo.critic is not None:
+        old = batch.old_values[idx] if batch.old_values is not None else None
+        out["critic"] = saved(lambda: Fn.value_loss(completion_values(algo.critic, ro.select(idx)), batch.returns[idx],
+                                                    batch.mask[idx], old, getattr(algo.config, "value_clip", None)))
+    return out
+
+
+def _setup(algorithm, policy, with_reference, seed):
+    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0)."""
+    from .algorithms import make_algorithm
+
+    algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+    if with_reference is None:
+        with_reference = algo.config.beta > 0 and algo.config.kl_placement != "none"
+    reference = copy.deepcopy(policy) if with_reference else None
+    return algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
+
+
+def _preset_and_task(preset):
+    from .presets import get_preset, make_task
+
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    return preset, make_task(preset)
+
+
+def step_memory(algorithm_name, model_config=None, preset="cpu", batch_size=512, include_rollout=True,
+                device=None, seed=0, with_reference=None) -> dict:
+    """Peak memory of one full training step (rollout, then ``algorithm.update``), fp32.
+
+    A RANDOM-init policy of ``model_config`` (default: the preset's; memory does not depend
+    on training), synthetic prompts of the preset's task, the algorithm's default config,
+    ``batch_size`` sequences. The reference is held only by algorithms that use it (beta > 0:
+    PPO, GRPO) unless ``with_reference`` says. One warm-up step (Adam m, v exist), then:
+
+    MEASURED: "measured_peak_step" (during update(), rollout excluded) and
+    "measured_peak_with_rollout" (None without ``include_rollout``) = "persistent" (bytes
+    of the live weights, grads, Adam states of every model, counted) + ``peak_memory``.
+    breakdown["activations"]: saved_tensors_hooks bytes of the largest graph alive at once
+    (policy or critic loss of one minibatch: the critic's backward runs after the policy's,
+    so they never coexist), parameters excluded; both in "activations_by_model".
+    COMPUTED, with P parameters of 4 bytes: policy_params = policy_grads = 4P,
+    optimizer_state = 8P (Adam m + v), reference_params = 4P, critic_* alike (0 if absent);
+    "analytic_total" = the breakdown's sum. An estimate: backward frees activations while
+    it allocates grads (lower), temporaries such as logits are not saved (higher).
+    """
+    preset, task = _preset_and_task(preset)
+    cfg = ModelConfig(**model_config) if isinstance(model_config, dict) else (model_config or preset.model)
+    device = torch.device(device or preset.device)
+    torch.manual_seed(seed)
+    policy = TinyGPT(cfg).to(device)
+    algo = _setup(algorithm_name, policy, with_reference, seed)
+    G = algo.config.group_size
+    if batch_size % G:
+        raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")
+    rng, gen = _rngs(seed, device)
+
+    def rollout():  # (rollout, scores) of batch_size sequences, as train() samples them
+        return collect(policy, task, algo, batch_size // G, rng, gen)[:2]
+
+    algo.update(*rollout())  # warm-up: the optimizers' states now exist
+    acts = _activation_bytes(algo, *rollout())
+    held = {} if include_rollout else {"batch": rollout()}
+    for opt in (algo.optimizer, algo.critic_optimizer):
+        if opt is not None:  # update() drops them too, before its first backward
+            opt.zero_grad(set_to_none=True)
+    gc.collect()
+    persistent = _storage_bytes(_state_tensors(algo)) + _storage_bytes(held.get("batch", ()))
+    phases = [lambda: held.update(batch=rollout())] if include_rollout else []
+    peaks, method = peak_memory(*phases, lambda: algo.update(*held.pop("batch")), device=device)
+    pb, rb, cb = _param_bytes(policy), _param_bytes(algo.reference), _param_bytes(algo.critic)
+    breakdown = {"policy_params": pb, "policy_grads": pb, "optimizer_state": 2 * pb, "reference_params": rb,
+                 "critic_params": cb, "critic_grads": cb, "critic_optimizer_state": 2 * cb,
+                 "activations": max(acts.values())}
+    return {"algorithm": algo.name, "device": str(device), "batch_size": batch_size, "model": cfg.to_dict(),
+            "params": sum(p.numel() for p in policy.parameters()), "measured_peak_step": persistent + peaks[-1],
+            "measured_peak_with_rollout": persistent + max(peaks) if include_rollout else None,
+            "persistent": persistent, "breakdown": breakdown, "analytic_total": sum(breakdown.values()),
+            "activations_by_model": acts, "method": method + " + counted persistent tensors"}
+
+
+def memory_sweep(algorithms=("ppo", "grpo"), model_configs=None, batch_sizes=None, preset="cpu",
+                 device=None, seed=0, progress=True) -> list[dict]:
+    """``step_memory`` (rollout excluded) over (model, batch) pairs, zipped (default ``SWEEP``).
+
+    One row per pair: "<algorithm>_measured" (MEASURED), "<algorithm>_analytic" (COMPUTED),
+    "<algorithm>_activations", and "ratio_measured" / "ratio_analytic" = first algorithm /
+    second. PPO/GRPO grows from ~1 (activations dominate) towards 36P/20P = 1.8 (parameters).
+    """
+    model_configs = model_configs or [m for m, _ in SWEEP]
+    batch_sizes = batch_sizes or [b for _, b in SWEEP][: len(model_configs)]
+    if len(batch_sizes) != len(model_configs):
+        raise ValueError(f"need one batch size per model config, got {len(batch_sizes)} for {len(model_configs)}")
+    rows = []
+    for cfg, bs in _tqdm(list(zip(model_configs, batch_sizes, strict=True)), progress, "memory sweep"):
+        row = {}
+        for name in algorithms:
+            m = step_memory(name, cfg, preset=preset, batch_size=bs, include_rollout=False, device=device, seed=seed)
+            row.update(d_model=m["model"]["d_model"], n_layers=m["model"]["n_layers"], params=m["params"],
+                       batch_size=bs)
+            row.update({f"{name}_measured": m["measured_peak_step"], f"{name}_analytic": m["analytic_total"],
+                        f"{name}_activations": m["breakdown"]["activations"]})
+        if len(algorithms) >= 2:
+            for kind in ("measured", "analytic"):
+                row[f"ratio_{kind}"] = row[f"{algorithms[0]}_{kind}"] / row[f"{algorithms[1]}_{kind}"]
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------- passes and time
+
+
+def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, with_reference=None) -> dict:
+    """MEASURED: what one training step (``train.collect`` then ``algorithm.update``) does.
+
+    Counted by hooks: forward calls of the policy / reference / critic modules, and backward
+    passes (a post-accumulate-grad hook on each trained model's first parameter fires once
+    per backward); per step and per update (optimizer step). The generation phase (one
+    policy forward per decoded token, KV cache) is counted apart. Wall seconds of
+    generation and update: medians over ``n_steps`` after one uncounted warm-up step.
+    ``reference=None``: a random-init policy of the preset (the counts do not depend on
+    the weights; the seconds barely, through answer lengths). The reference is attached
+    when the algorithm uses it (beta > 0); ``train()`` always attaches it (for the logged
+    kl): ``with_reference=True`` counts that forward too.
+    """
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    preset, task = _preset_and_task(preset)
+    device = torch.device(preset.device)
+    if reference is None:
+        torch.manual_seed(seed)
+        reference = TinyGPT(preset.model).to(device)
+    policy = copy.deepcopy(reference)
+    algo = _setup(algorithm_name, policy, with_reference, seed)
+    n_prompts = preset.sequences_per_step // algo.config.group_size
+    rng, gen = _rngs(seed, device)
+    phase, counts, handles = ["generation"], {}, []
+
+    def bump(key):
+        counts[phase[0], key] = counts.get((phase[0], key), 0) + 1
+
+    for name, m in (("policy", algo.policy), ("reference", algo.reference), ("critic", algo.critic)):
+        if m is not None:
+            handles.append(m.register_forward_hook(lambda *_, k=f"{name}_forward": bump(k)))
+            p = next(m.parameters())
+            if p.requires_grad:
+                handles.append(p.register_post_accumulate_grad_hook(lambda _, k=f"{name}_backward": bump(k)))
+
+    def timed(name, fn):
+        phase[0] = name
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        out = fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return out, time.perf_counter() - t0
+
+    times, updates = [], []
+    try:
+        for step in range(n_steps + 1):
+            if step == 1:
+                counts.clear()  # the warm-up step is not counted
+            (ro, scores, _), t_gen = timed("generation", lambda: collect(policy, task, algo, n_prompts, rng, gen))
+            stats, t_upd = timed("update", lambda: algo.update(ro, scores))  # noqa: B023
+            times.append((t_gen, t_upd))
+            updates.append(stats["updates"])
+    finally:
+        for h in handles:
+            h.remove()
+    u = statistics.mean(updates[1:])
+    keys = [f"{m}_{d}" for m in ("policy", "reference", "critic") for d in ("forward", "backward")]
+    per_step = {k: counts.get(("update", k), 0) / n_steps for k in keys}
+    t_gen, t_upd = zip(*times[1:], strict=True)
+    return {"algorithm": algo.name, "device": str(device), "n_steps": n_steps,
+            "sequences_per_step": n_prompts * algo.config.group_size, "updates_per_step": u,
+            "generation_forwards_per_step": counts.get(("generation", "policy_forward"), 0) / n_steps,
+            "passes_per_step": per_step, "passes_per_update": {k: v / u for k, v in per_step.items()},
+            "seconds_per_step": statistics.median(a + b for a, b in times[1:]),
+            "generation_seconds": statistics.median(t_gen), "update_seconds": statistics.median(t_upd)}

@@ -1,0 +1,502 @@
+"""The figures the notebooks show. Data in, a matplotlib ``Figure`` out.
+
+Every function builds its figure without pyplot (no global figure registry, no
+``plt.show()``): in a notebook, end the cell with the figure (or ``display(fig)``); in a
+script, ``fig.savefig("x.png")``. The style lives in `STYLE` and is applied inside each
+function only (an rc context), so importing this module changes nothing globally.
+One colour per algorithm (`color_for`) across all figures.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+
+import matplotlib as mpl
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+from . import functional as Fn
+
+STYLE = {
+    "figure.dpi": 100, "savefig.dpi": 120, "savefig.bbox": "tight",
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    "legend.frameon": False, "lines.linewidth": 1.8,
+}  # fmt: skip
+# Okabe-Ito: distinguishable with colour-blindness
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+ALGO_COLORS = {"grpo": "#0072B2", "ppo": "#D55E00", "baseline": "#009E73", "reinforce": "#E69F00"}
+X_LABELS = {
+    "samples": "generated completions (samples)", "seconds": "training wall time (s)",
+    "step": "RL step", "episodes": "episodes played",
+}  # fmt: skip
+METRIC_LABELS = {
+    "reward": "mean reward (per completion)", "reward_std": "reward std (per batch)",
+    "kl": "KL to reference (nats/token)", "entropy": "entropy (nats/token)",
+    "clip_ratio": "clipped tokens (fraction)", "grad_norm": "gradient norm (L2, pre-clip)",
+    "frac_reward_zero_std": "groups with equal rewards (fraction)",
+    "completion_length": "completion length (tokens)", "value_loss": "critic loss (MSE/2)",
+    "relative_variance": "relative variance $\\mathrm{tr\\,Cov}(g)\\,/\\,\\|\\bar g\\|^2$\n(lower is better)",
+    "mean_cosine": "mean cosine to the mean gradient\n(higher is better)",
+}  # fmt: skip
+MEMORY_PARTS = (
+    "policy_params", "policy_grads", "optimizer_state", "reference_params",
+    "critic_params", "critic_grads", "critic_optimizer_state", "activations",
+)  # fmt: skip
+MEMORY_COLORS = (  # policy: blues, frozen reference: gray, critic: oranges, activations: green
+    "#08519c", "#3182bd", "#9ecae1", "#969696", "#a63603", "#e6550d", "#fdae6b", "#74c476",
+)  # fmt: skip
+MB = 1e6  # bytes per MB on the axes
+
+
+def _styled(fn):
+    """Run ``fn`` inside the module's rc context (no global side effect)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with mpl.rc_context(STYLE):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def color_for(name: str, i: int = 0) -> str:
+    """The colour of an algorithm (by name: grpo, ppo, baseline, reinforce), else the i-th."""
+    low = str(name).lower()
+    for key in ("grpo", "ppo", "baseline", "reinforce"):
+        if key in low:
+            return ALGO_COLORS[key]
+    return PALETTE[i % len(PALETTE)]
+
+
+def _new(ncols=1, nrows=1, size=(6.4, 4.0), **kw):
+    fig = Figure(figsize=size, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes.ravel()
+
+
+def _np(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().float().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def _runs(histories) -> list[tuple[str, list]]:
+    """History | [History] | {name: History | [History]} -> [(name, [History, ...])]."""
+    if hasattr(histories, "evals"):
+        return [(histories.name or "run", [histories])]
+    if isinstance(histories, Mapping):
+        return [(str(k), list(v) if isinstance(v, (list, tuple)) else [v]) for k, v in histories.items()]
+    if isinstance(histories, Sequence) and histories:
+        return [(h.name or f"run {i}", [h]) for i, h in enumerate(histories)]
+    raise ValueError(f"histories must be a History, a list or a dict of them, got {histories!r}")
+
+
+def _check_x(x: str, allowed=("samples", "seconds", "step")) -> None:
+    if x not in allowed:
+        raise ValueError(f"x must be one of {allowed}, got {x!r}")
+
+
+def _smooth(y: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average that ignores NaN and shrinks its window at the ends."""
+    ok = ~np.isnan(y)
+    k = np.ones(window)
+    num = np.convolve(np.where(ok, y, 0.0), k, mode="same")
+    den = np.convolve(ok.astype(float), k, mode="same")
+    return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+
+
+def _band(ax, curves: list[tuple[np.ndarray, np.ndarray]], label, color, band="minmax", **kw):
+    """One run: a line. Several: the mean on a common x grid and a min-max (or +-std) band."""
+    if len(curves) == 1:
+        ax.plot(*curves[0], label=label, color=color, **kw)
+        return
+    xs = [c[0] for c in curves]
+    if all(len(x) == len(xs[0]) and np.allclose(x, xs[0]) for x in xs):
+        grid = xs[0]
+    else:
+        grid = np.linspace(min(x.min() for x in xs), max(x.max() for x in xs), 100)
+    ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+    mean = np.nanmean(ys, 0)
+    if band == "std":
+        lo, hi = mean - np.nanstd(ys, 0), mean + np.nanstd(ys, 0)
+    else:
+        lo, hi = np.nanmin(ys, 0), np.nanmax(ys, 0)
+    what = "mean ± std" if band == "std" else "mean, min-max"
+    ax.plot(grid, mean, label=f"{label} ({what} of {len(curves)})", color=color, **kw)
+    ax.fill_between(grid, lo, hi, color=color, alpha=0.2, lw=0)
+
+
+# ----------------------------------------------------------------- training curves
+
+
+@_styled
+def plot_learning_curves(histories, x: str = "samples", ax=None, target: float | None = 0.9,
+                         band: str = "minmax") -> Figure:  # fmt: skip
+    """Held-out (greedy) accuracy against ``x`` ("samples", "seconds" or "step").
+
+    ``histories``: a `History`, a list of them, or a dict name -> History or name -> list
+    of Histories (several seeds: the mean with a "minmax" or "std" ``band``).
+    ``target``: a dashed line at that accuracy (None for none).
+    """
+    _check_x(x)
+    fig, (ax,) = _new() if ax is None else (ax.figure, (ax,))
+    for i, (name, runs) in enumerate(_runs(histories)):
+        curves = [(np.array([e[x] for e in h.evals], float), h.eval_series("accuracy")) for h in runs]
+        _band(ax, curves, name, color_for(name, i), band, marker="o", ms=3)
+    if target is not None:
+        ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target:.0%}")
+    ax.set(xlabel=X_LABELS[x], ylabel="held-out accuracy (greedy)", ylim=(0, 1.02),
+           title=f"Held-out accuracy vs {X_LABELS[x].split(' (')[0]}")  # fmt: skip
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.legend(loc="lower right")
+    return fig
+
+
+@_styled
+def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "clip_ratio"),
+                 x: str = "step", smooth: int = 1, band: str = "minmax") -> Figure:  # fmt: skip
+    """Small multiples: one panel per per-step metric in ``keys``, one line per run
+    (``histories`` as in `plot_learning_curves`). ``smooth``: moving-average window in steps.
+    A run that did not record a metric (e.g. REINFORCE has no clip_ratio) is left out there.
+    """
+    _check_x(x)
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    ncols = min(len(keys), 2 if len(keys) == 4 else 3)
+    nrows = -(-len(keys) // ncols)
+    fig, axes = _new(ncols, nrows, size=(4.2 * ncols, 3.0 * nrows), sharex=True)
+    runs = _runs(histories)
+    for ax, key in zip(axes, keys, strict=False):
+        for i, (name, hs) in enumerate(runs):
+            curves = []
+            for h in hs:
+                y = h.series(key)
+                if len(y) == 0 or np.all(np.isnan(y)):
+                    continue
+                if smooth > 1:
+                    y = _smooth(y, smooth)
+                curves.append((h.series(x), y))
+            if curves:
+                _band(ax, curves, name, color_for(name, i), band)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", color="gray")
+        ax.set(title=key, ylabel=METRIC_LABELS.get(key, key.replace("_", " ")))
+        ax.set_xlabel(X_LABELS[x])
+        ax.tick_params(labelbottom=True)
+    for ax in axes[len(keys):]:
+        ax.set_visible(False)
+    handles, labels = [], []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if labels:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4))
+    fig.suptitle("Training metrics per step" + (f" (moving average of {smooth})" if smooth > 1 else ""))
+    return fig
+
+
+# -------------------------------------------------------------- diagnostics figures
+
+
+@_styled
+def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_variance") -> Figure:
+    """Bars per gradient estimator of ``key`` (or one panel per key of a list).
+
+    ``results``: name -> {"relative_variance": ..., "mean_cosine": ...}, or snapshot ->
+    such a dict (grouped bars, one colour per snapshot). Names starting with "_" are
+    metadata and are skipped.
+    """
+    keys = [key] if isinstance(key, str) else list(key)
+    items = {k: v for k, v in results.items() if not str(k).startswith("_")}
+    if not items:
+        raise ValueError("results must hold at least one estimator (keys not starting with '_')")
+    grouped = all(
+        isinstance(v, Mapping) and v and all(isinstance(w, Mapping) for k, w in v.items()
+                                             if not str(k).startswith("_"))
+        for v in items.values()
+    )  # fmt: skip
+    snapshots = {str(s): {k: v for k, v in r.items() if not str(k).startswith("_")}
+                 for s, r in items.items()} if grouped else {"": items}  # fmt: skip
+    names = list(dict.fromkeys(n for r in snapshots.values() for n in r))
+    panel = max(4.5, (0.5 + 0.35 * len(snapshots)) * len(names) + 1.5)
+    fig, axes = _new(len(keys), 1, size=(panel * len(keys), 4.0))
+    width = 0.8 / len(snapshots)
+    for ax, k in zip(axes, keys, strict=True):
+        for j, (snap, res) in enumerate(snapshots.items()):
+            vals = [float(res[n][k]) if n in res and k in res[n] else np.nan for n in names]
+            pos = np.arange(len(names)) + (j - (len(snapshots) - 1) / 2) * width
+            colors = PALETTE[j % len(PALETTE)] if grouped else PALETTE[4]
+            bars = ax.bar(pos, vals, width * 0.95, color=colors, label=snap or None)
+            ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
+        ax.set_xticks(np.arange(len(names)), names, rotation=20 if len(names) > 3 else 0, ha="right"
+                      if len(names) > 3 else "center")  # fmt: skip
+        ax.set(xlabel="gradient estimator", ylabel=METRIC_LABELS.get(k, k.replace("_", " ")),
+               title=k.replace("_", " "))  # fmt: skip
+        ax.margins(y=0.15)
+        if grouped:
+            ax.legend(title="snapshot", loc="best")
+    fig.suptitle("Gradient estimators at a fixed policy")
+    return fig
+
+
+def _measured(row: Mapping):
+    for k in ("measured_peak", "peak_measured", "measured", "peak_bytes", "peak"):
+        if row.get(k) is not None:
+            return float(row[k])
+    return None
+
+
+@_styled
+def plot_memory(rows) -> Figure:
+    """Stacked bars: the analytic memory of one training step per algorithm, by part
+    (`MEMORY_PARTS`, bytes), with the measured peak (key "measured_peak" or "peak_bytes")
+    as a marker. ``rows``: list of dicts with "algorithm" (or "name"), or name -> dict.
+    """
+    if isinstance(rows, Mapping):
+        rows = [{"algorithm": k, **v} for k, v in rows.items()]
+    if not rows:
+        raise ValueError("rows must hold at least one algorithm")
+    names = [str(r.get("algorithm", r.get("name", f"row {i}"))) for i, r in enumerate(rows)]
+    parts = [p for p in MEMORY_PARTS if any(r.get(p) for r in rows)]
+    fig, (ax,) = _new(size=(max(5.0, 1.3 * len(rows) + 3.5), 4.5))
+    bottom = np.zeros(len(rows))
+    colors = dict(zip(MEMORY_PARTS, MEMORY_COLORS, strict=True))
+    for p in parts:
+        vals = np.array([float(r.get(p) or 0.0) for r in rows]) / MB
+        ax.bar(names, vals, 0.6, bottom=bottom, label=p.replace("_", " "), color=colors[p])
+        bottom += vals
+    for i, total in enumerate(bottom):
+        ax.annotate(f"{total:.4g} MB", (i, total), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 2), textcoords="offset points")  # fmt: skip
+    measured = [_measured(r) for r in rows]
+    if any(m is not None for m in measured):
+        ys = [np.nan if m is None else m / MB for m in measured]
+        ax.plot(names, ys, "D", color="black", ms=7, label="measured peak", zorder=3)
+    ax.set(xlabel="algorithm", ylabel="memory of one training step (MB)",
+           title="Memory: analytic breakdown vs measured peak")  # fmt: skip
+    ax.margins(y=0.1)
+    handles, labels = ax.get_legend_handles_labels()  # top of the stack first
+    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def _num_then_str(v):
+    return (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
+
+
+@_styled
+def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
+    """PPO / GRPO peak-memory ratio against the parameter count (log x), measured
+    (markers) and analytic (dashed), one colour per batch size. ``limit``: the
+    parameter-dominated ratio (36P / 20P = 1.8 in fp32 with Adam) as a gray line."""
+    rows = list(sweep_rows)
+    if not rows:
+        raise ValueError("sweep_rows must not be empty")
+    fig, (ax,) = _new(size=(6.4, 4.2))
+    for i, b in enumerate(sorted({r.get("batch_size") for r in rows}, key=_num_then_str)):
+        rs = sorted((r for r in rows if r.get("batch_size") == b), key=lambda r: r["params"])
+        p = [r["params"] for r in rs]
+        c = PALETTE[i % len(PALETTE)]
+        if any(r.get("ratio_measured") is not None for r in rs):
+            ax.plot(p, [r.get("ratio_measured", np.nan) for r in rs], "o-", color=c,
+                    label=f"measured, batch {b}")  # fmt: skip
+        if any(r.get("ratio_analytic") is not None for r in rs):
+            ax.plot(p, [r.get("ratio_analytic", np.nan) for r in rs], "--", color=c,
+                    label=f"analytic, batch {b}", alpha=0.8)  # fmt: skip
+    ax.axhline(1.0, color="gray", lw=1)
+    if limit is not None:
+        ax.axhline(limit, color="gray", ls=":", lw=1.2, label=f"parameter-dominated limit {limit:g}x")
+    ax.set_xscale("log")
+    ax.set(xlabel="policy parameters (count, log scale)", ylabel="PPO / GRPO peak memory (ratio)",
+           title="How much more memory PPO's critic costs")  # fmt: skip
+    ax.legend(loc="best")
+    return fig
+
+
+# ----------------------------------------------------------------- equations, drawn
+
+
+def clipped_objective(rho, advantage: float, eps_low: float = 0.2,
+                      eps_high: float | None = None) -> np.ndarray:  # fmt: skip
+    """``min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A)``, computed as minus
+    ``Fn.clipped_surrogate_loss`` (the library's function, not a copy)."""
+    rho = torch.as_tensor(np.atleast_1d(_np(rho)), dtype=torch.float64)
+    logp = torch.log(rho)[None]
+    adv = torch.full_like(logp, float(advantage))
+    loss, _ = Fn.clipped_surrogate_loss(logp, torch.zeros_like(logp), adv, eps_low, eps_high)
+    return (-loss[0]).numpy()
+
+
+@_styled
+def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
+                       rho_max: float = 2.0) -> Figure:  # fmt: skip
+    """PPO's clipped objective against the ratio rho = pi_theta / pi_old, for A = +1 and
+    A = -1, with the regions where its gradient is zero shaded (those tokens stop learning)."""
+    eps_high_ = eps_low if eps_high is None else eps_high
+    fig, axes = _new(2, 1, size=(10.0, 4.0))
+    rho = torch.linspace(0.02, rho_max, 500, dtype=torch.float64)
+    for ax, A in zip(axes, (1.0, -1.0), strict=True):
+        logp = torch.log(rho)[None].requires_grad_(True)
+        loss, _ = Fn.clipped_surrogate_loss(logp, torch.zeros_like(logp), torch.full_like(logp, A),
+                                            eps_low, eps_high)  # fmt: skip
+        (-loss).sum().backward()
+        obj, grad = (-loss[0]).detach().numpy(), logp.grad[0].numpy()
+        r = rho.numpy()
+        ax.plot(r, r * A, ":", color="gray", label=r"unclipped $\rho A$")
+        ax.plot(r, obj, color=PALETTE[0], lw=2.5,
+                label=r"$\min(\rho A,\ \mathrm{clip}(\rho, 1-\epsilon_{low}, 1+\epsilon_{high}) A)$")
+        ax.fill_between(r, 0, 1, where=grad == 0, transform=ax.get_xaxis_transform(),
+                        color=PALETTE[5], alpha=0.15, lw=0, label="zero gradient (clipped)")
+        for v, text in ((1 - eps_low, "1 − ε_low"), (1 + eps_high_, "1 + ε_high")):
+            ax.axvline(v, color="gray", lw=0.8, ls="--")
+            ax.text(v, 0.03, f"{text} = {v:g} ", transform=ax.get_xaxis_transform(), rotation=90,
+                    va="bottom", ha="right", fontsize=8, color="dimgray")
+        ax.set(xlabel=r"probability ratio $\rho = \pi_\theta(a|s)\ /\ \pi_{old}(a|s)$",
+               ylabel="objective (to maximise)", xlim=(0, rho_max),
+               title=f"A = {A:+g}: " + ("good action, pushed up to 1+ε" if A > 0 else
+                                        "bad action, pushed down to 1-ε"))  # fmt: skip
+        ax.legend(loc="upper left" if A > 0 else "upper right", fontsize=8)
+    fig.suptitle(f"Clipped surrogate, ε_low = {eps_low:g}, ε_high = {eps_high_:g}")
+    return fig
+
+
+@_styled
+def plot_kl_estimators(samples: Mapping, exact_forward: float, exact_reverse: float,
+                       bins: int = 60) -> Figure:  # fmt: skip
+    """Histograms of per-token KL estimator samples (e.g. {"k1": ..., "k2": ..., "k3": ...}),
+    each with its sample mean, against the exact KL(pi||ref) (what k1 and k3 estimate
+    without bias) and KL(ref||pi). The x range is the 0.5-99.5% quantiles of all samples."""
+    if not samples:
+        raise ValueError("samples must hold at least one estimator")
+    data = {k: _np(v).ravel() for k, v in samples.items()}
+    allv = np.concatenate(list(data.values()))
+    lo, hi = np.quantile(allv, [0.005, 0.995])
+    lo, hi = min(lo, exact_forward, exact_reverse, 0.0), max(hi, exact_forward, exact_reverse)
+    pad = 0.05 * (hi - lo or 1.0)
+    fig, axes = _new(len(data), 1, size=(3.6 * len(data) + 0.6, 3.6), sharex=True)
+    for i, (ax, (name, v)) in enumerate(zip(axes, data.items(), strict=True)):
+        ax.hist(v, bins=np.linspace(lo - pad, hi + pad, bins), color=PALETTE[i], alpha=0.7)
+        ax.axvline(v.mean(), color=PALETTE[i], lw=2.2, label="sample mean of the estimator")
+        ax.axvline(exact_forward, color="black", ls="--", lw=1.3, label=f"exact KL(π‖ref) = {exact_forward:.4f}")
+        ax.axvline(exact_reverse, color="gray", ls=":", lw=1.5, label=f"exact KL(ref‖π) = {exact_reverse:.4f}")
+        ax.set(xlabel="estimate per token (nats)", ylabel="count (tokens)",
+               title=f"{name}: mean {v.mean():.4f}, std {v.std():.4f}")  # fmt: skip
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles[0] = mpl.lines.Line2D([], [], color="dimgray", lw=2.2)  # each panel's own colour
+    fig.legend(handles, labels, loc="outside lower center", ncols=3)
+    fig.suptitle(f"Sampled KL estimators vs the exact KL ({len(allv) // len(data)} tokens each)")
+    return fig
+
+
+# ------------------------------------------------------------------------- the maze
+
+
+def _maze_histories(history):
+    if history is None:
+        return []
+    if "length" in history:
+        return [(history.get("config", {}).get("algorithm", "run"), history)]
+    return list(history.items())
+
+
+@_styled
+def plot_maze(env, policy=None, history=None) -> Figure:
+    """The maze (walls, S, G), the greedy action in every free cell and the greedy path
+    from S (bold arrows), for ``policy`` (default: ``history["policy"]``); and, with a
+    `grpo_edu.maze_pg.train_maze` history (or a dict name -> history), the mean episode
+    length per step against the shortest path."""
+    from envs.maze import DELTAS
+
+    from .maze_pg import greedy_path
+
+    runs = _maze_histories(history)
+    if policy is None and len(runs) == 1:
+        policy = runs[0][1].get("policy")
+    H, W = env.height, env.width
+    fig, axes = _new(2 if runs else 1, 1, size=(10.5 if runs else 4.6, 4.4))
+    ax = axes[0]
+    grid = np.zeros((H, W))
+    for s in env.walls:
+        grid[env.position(s)] = 1
+    ax.imshow(grid, cmap=mpl.colors.ListedColormap(["#f4f4f4", "#404040"]), vmin=0, vmax=1)
+    for s, text, c in ((env.start, "S", PALETTE[2]), (env.goal, "G", PALETTE[1])):
+        r, col = env.position(s)
+        ax.add_patch(mpl.patches.Rectangle((col - 0.5, r - 0.5), 1, 1, color=c, alpha=0.5))
+        ax.text(col - 0.42, r - 0.42, text, ha="left", va="top", fontsize=13, weight="bold")
+    title = "Maze: start S, goal G"
+    if policy is not None:
+        path = greedy_path(env, policy)
+        free = [s for s in range(env.n_states) if s not in env.walls and s != env.goal
+                and s not in path]  # fmt: skip
+        d = np.array([DELTAS[policy.greedy(s)] for s in free], float)  # (d_row, d_col)
+        rc = np.array([env.position(s) for s in free], float)
+        ax.quiver(rc[:, 1], rc[:, 0], d[:, 1], d[:, 0], angles="xy", scale_units="xy",
+                  scale=1 / 0.35, pivot="middle", color="gray", alpha=0.6, width=0.008)
+        for a, b in zip(path[:-1], path[1:], strict=True):
+            (r0, c0), (r1, c1) = env.position(a), env.position(b)
+            ax.annotate("", (c1, r1), (c0, r0), arrowprops=dict(arrowstyle="-|>", color=PALETTE[5],
+                                                                lw=2.5, shrinkA=6, shrinkB=6))
+        reached = path[-1] == env.goal
+        title = (f"Greedy path: {len(path) - 1} steps (shortest {env.shortest_path_length()})"
+                 if reached else "Greedy path never reaches G (stuck at ×)")
+        if not reached:
+            r, c = env.position(path[-1])
+            ax.plot(c, r, "x", color=PALETTE[5], ms=14, mew=3)
+    ax.set(xticks=range(W), yticks=range(H), xlabel="column", ylabel="row", title=title)
+    ax.grid(False)
+    if runs:
+        ax = axes[1]
+        shortest = env.shortest_path_length()
+        ax.axhline(shortest, color="black", ls=":", lw=1.2, label=f"shortest path ({shortest})")
+        for i, (name, h) in enumerate(runs):
+            c = color_for(name, i)
+            ax.plot(h["step"], h["length"], color=c, label=f"{name}: mean episode length")
+            ax.plot(h["step"], h["greedy_length"], "--", color=c, lw=1.5,
+                    label=f"{name}: greedy path length (gap: never reaches G)")
+        n = runs[0][1].get("config", {}).get("episodes_per_step")
+        ax.set(xlabel="training step" + (f" ({n} episodes each)" if n else ""), ylim=(0, None),
+               ylabel="episode length (steps)", title="Learning the maze: shorter is better")
+        ax.legend(loc="upper right", fontsize=8)
+    return fig
+
+
+@_styled
+def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
+    """GRPO's group-relative advantage, group by group: the rewards r_i of each group's
+    samples (top) and their advantages A_i (bottom). A group whose rewards are all equal
+    (shaded) carries no signal: its advantages are all 0."""
+    r, a = _np(rewards).ravel(), _np(advantages).ravel()
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+    if len(r) != len(a) or len(r) % group_size:
+        raise ValueError(f"rewards and advantages must have the same length, a multiple of "
+                         f"group_size={group_size}; got {len(r)} and {len(a)}")  # fmt: skip
+    n = len(r) // group_size
+    x = np.repeat(np.arange(n), group_size) + np.tile(np.linspace(-0.25, 0.25, group_size), n)
+    fig, (top, bot) = _new(1, 2, size=(max(6.0, 0.55 * n + 2.5), 5.0), sharex=True)
+    equal = np.ptp(r.reshape(n, group_size), axis=1) == 0
+    for ax in (top, bot):
+        for g in np.flatnonzero(equal):
+            ax.axvspan(g - 0.45, g + 0.45, color="gray", alpha=0.15, lw=0,
+                       label="all rewards equal: A = 0" if g == np.flatnonzero(equal)[0] else None)
+    top.scatter(x, r, color=PALETTE[0], s=25, zorder=3, label="reward $r_i$ of a sample")
+    means = r.reshape(n, group_size).mean(1)
+    top.hlines(means, np.arange(n) - 0.35, np.arange(n) + 0.35, color="black", lw=1.5,
+               label="group mean")
+    bot.axhline(0, color="black", lw=0.8)
+    for sel, c, lab in ((a > 0, PALETTE[2], "A > 0: made more likely"),
+                        (a < 0, PALETTE[5], "A < 0: made less likely"), (a == 0, "gray", "A = 0")):
+        bot.scatter(x[sel], a[sel], color=c, s=25, zorder=3, label=lab)
+    top.set(ylabel="reward $r_i$", title=f"Rewards and group advantages ({n} groups of {group_size})")
+    bot.set(ylabel="advantage $A_i$ (std units)", xlabel="group (prompt)")
+    bot.set_xticks(np.arange(n))
+    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    pairs = [(h, t) for h, t in zip(*bot.get_legend_handles_labels(), strict=True)
+             if not t.startswith("all rewards")]  # fmt: skip
+    bot.legend(*zip(*pairs, strict=True), loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

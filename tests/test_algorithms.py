@@ -1,0 +1,135 @@
+import copy
+
+import pytest
+import torch
+
+from grpo_edu import functional as Fn
+from grpo_edu.algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, PPOConfig, ReinforceBaseline, make_algorithm
+from grpo_edu.algorithms.base import Batch
+from grpo_edu.rollout import generate
+from grpo_edu.train import expand
+
+
+def _batch(task, policy, n_prompts=8, G=4, seed=0):
+    probs = task.sample(n_prompts, seed)
+    ro = generate(policy, task.encode_prompts(probs), group_size=G, max_new_tokens=task.max_answer_length,
+                  generator=torch.Generator().manual_seed(seed), tokenizer=task.tokenizer)
+    return ro, task.token_scores(expand(probs, G), ro.completion_ids, ro.mask)
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
+    ref = copy.deepcopy(tiny_policy)
+    algo = make_algorithm(name, group_size=4) if name == "grpo" else make_algorithm(name)
+    algo.setup(tiny_policy, ref, generator=torch.Generator().manual_seed(0))
+    before = [p.detach().clone() for p in tiny_policy.parameters()]
+    G = algo.config.group_size
+    ro, scores = _batch(task, tiny_policy, G=G)
+    scores[::2, 0] = 1.0  # make sure some rewards differ
+    stats = algo.update(ro, scores)
+    assert stats["updates"] == algo.config.epochs * algo.config.minibatches
+    for k in ("loss", "entropy", "grad_norm", "completion_length", "kl"):
+        assert k in stats and stats[k] == stats[k], k  # present and not NaN
+    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
+    for p, q in zip(ref.parameters(), ref.parameters()):
+        assert not p.requires_grad  # the reference is frozen
+    if algo.uses_critic:
+        assert "value_loss" in stats
+
+
+def test_same_interface_one_line_differs(task, tiny_policy):
+    """The advantage is where the rungs differ: hand-check each on one batch."""
+    ro, scores = _batch(task, tiny_policy, n_prompts=2, G=4)
+    scores = torch.zeros_like(ro.mask)
+    last = ro.mask.sum(1).long() - 1
+    R = torch.tensor([1.0, 0, 0, 0, 1, 1, 0, 0])
+    scores[torch.arange(8), last] = R
+    batch = Batch(ro, scores, R, ro.mask, ro.logprobs, None, stats={})
+    rf = make_algorithm("reinforce")
+    torch.testing.assert_close(rf.advantages(batch), R[:, None] * ro.mask)  # G_t = R (gamma 1)
+    bm = ReinforceBaseline(baseline="batch_mean")
+    torch.testing.assert_close(bm.advantages(batch), (R[:, None] - 0.375) * ro.mask)  # mean 3/8
+    g = GRPO(group_size=4)
+    adv = g.advantages(batch)
+    # group 1: r = [1,0,0,0], mean 0.25, population std sqrt(0.1875) = 0.4330
+    s1 = 0.1875 ** 0.5
+    torch.testing.assert_close(adv[:4], torch.tensor([0.75, -0.25, -0.25, -0.25]) / (s1 + 1e-4))
+    torch.testing.assert_close(adv[4:], torch.tensor([0.5, 0.5, -0.5, -0.5]) / (0.5 + 1e-4))
+
+
+def test_kl_in_reward_changes_sequence_reward(task, tiny_policy):
+    ref = copy.deepcopy(tiny_policy)
+    with torch.no_grad():
+        ref.trunk.ln_f.weight.mul_(0.5)  # make pi_ref differ from pi
+    ro, scores = _batch(task, tiny_policy, G=4)
+    algo = GRPO(group_size=4, kl_placement="reward", beta=0.1).setup(tiny_policy, ref)
+    batch = algo.prepare(ro, scores)
+    log_ratio = Fn.masked_sum(ro.logprobs - batch.ref_logp, ro.mask, dim=1)
+    torch.testing.assert_close(batch.rewards, scores.sum(1) - 0.1 * log_ratio, atol=1e-5, rtol=0)
+    algo2 = GRPO(group_size=4, kl_placement="loss", beta=0.1).setup(tiny_policy, ref)
+    torch.testing.assert_close(algo2.prepare(ro, scores).rewards, scores.sum(1))
+
+
+def test_mask_truncated_completions(task, tiny_policy):
+    ro, scores = _batch(task, tiny_policy, G=4)
+    ro.truncated[:3] = True
+    algo = GRPO(group_size=4, mask_truncated_completions=True).setup(tiny_policy, copy.deepcopy(tiny_policy))
+    batch = algo.prepare(ro, scores)
+    assert batch.mask[:3].sum() == 0
+    keep = ~ro.truncated
+    torch.testing.assert_close(batch.mask[keep], ro.mask[keep])
+    assert batch.mask[~keep].sum() == 0
+
+
+def test_dynamic_sampling_keeps_informative_groups():
+    g = GRPO(group_size=2)
+    keep = g.keep_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]))
+    assert keep.tolist() == [False, False, True, True, False, False]
+
+
+def test_non_finite_loss_is_named(task, tiny_policy):
+    algo = make_algorithm("reinforce").setup(tiny_policy, None)
+    ro, scores = _batch(task, tiny_policy, G=1)
+    scores[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="advantages is nan"):
+        algo.update(ro, scores)
+
+
+def test_update_before_setup_and_bad_shapes(task, tiny_policy):
+    ro, scores = _batch(task, tiny_policy, G=1)
+    with pytest.raises(RuntimeError, match="setup"):
+        make_algorithm("reinforce").update(ro, scores)
+    algo = make_algorithm("reinforce").setup(tiny_policy)
+    with pytest.raises(ValueError, match="scores must have"):
+        algo.update(ro, scores[:, :1])
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        GRPO(group_size=3).setup(tiny_policy).update(ro.select(torch.arange(4)), scores[:4])
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs, match",
+    [
+        (PPOConfig, dict(lr=0), "PPOConfig.lr"),
+        (PPOConfig, dict(eps_low=1.5), "eps_low"),
+        (PPOConfig, dict(lam=2), "lam"),
+        (GRPOConfig, dict(group_size=1), "group_size"),
+        (GRPOConfig, dict(scale_rewards="std"), "scale_rewards"),
+        (GRPOConfig, dict(loss_type="mean"), "loss_type"),
+        (GRPOConfig, dict(kl_placement="both"), "kl_placement"),
+        (GRPOConfig, dict(kl_estimator="k4"), "kl_estimator"),
+        (GRPOConfig, dict(beta=-0.1), "beta"),
+        (GRPOConfig, dict(epochs=0), "epochs"),
+    ],
+)
+def test_bad_config_values_are_named(cls, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**kwargs)
+
+
+def test_practitioner_names():
+    assert GRPOConfig(loss_type="dr_grpo").loss_type == "dr_grpo"
+    assert GRPOConfig(kl_placement="loss").kl_kind == "k3"
+    assert GRPOConfig(kl_placement="reward").kl_kind == "k1"
+    assert PPO().config.kl_placement == "reward"  # PPO for LMs: KL penalty in the reward
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        make_algorithm("dpo")

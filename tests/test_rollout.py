@@ -1,0 +1,92 @@
+import pytest
+import torch
+
+from envs import ArithmeticTask
+from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs
+from grpo_edu.model import ValueModel
+
+TASK = ArithmeticTask(digits=2)
+
+
+def _prompts(n=4, seed=0):
+    return TASK.encode_prompts(TASK.sample(n, seed))
+
+
+def test_rollout_shapes_groups_and_mask(tiny_policy):
+    ro = generate(tiny_policy, _prompts(3), group_size=4, max_new_tokens=4,
+                  generator=torch.Generator().manual_seed(0), tokenizer=TASK.tokenizer)
+    B = 12
+    assert ro.batch_size == B and ro.prompt_ids.shape == (B, 7)
+    assert ro.group_ids.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert torch.equal(ro.prompt_ids[0], ro.prompt_ids[3])  # consecutive rows share a prompt
+    assert len(ro.texts) == B
+    for i in range(B):
+        ids, m = ro.completion_ids[i].tolist(), ro.mask[i].tolist()
+        n = int(sum(m))
+        assert m == [1.0] * n + [0.0] * (len(m) - n)  # 1 up to and including EOS, 0 after
+        if not ro.truncated[i]:
+            assert ids[n - 1] == TASK.tokenizer.eos_id and 2 not in ids[: n - 1]
+        assert all(t == 0 for t in ids[n:])  # pad after EOS
+        assert ro.texts[i] == TASK.tokenizer.decode(ids)
+    assert torch.all(ro.logprobs[ro.mask == 0] == 0) and torch.all(ro.logprobs[ro.mask == 1] <= 0)
+
+
+def test_teacher_forced_logprobs_equal_sampling_logprobs(reference):
+    for temperature in (1.0, 0.7):
+        ro = generate(reference, _prompts(16), group_size=4, max_new_tokens=4, temperature=temperature,
+                      generator=torch.Generator().manual_seed(1), tokenizer=TASK.tokenizer)
+        lp = sequence_logprobs(reference, ro)
+        torch.testing.assert_close(lp, ro.logprobs, atol=1e-5, rtol=0)
+
+
+def test_cached_generation_equals_uncached(reference):
+    kw = dict(group_size=8, max_new_tokens=4, tokenizer=TASK.tokenizer)
+    a = generate(reference, _prompts(16), generator=torch.Generator().manual_seed(2), use_cache=True, **kw)
+    b = generate(reference, _prompts(16), generator=torch.Generator().manual_seed(2), use_cache=False, **kw)
+    assert torch.equal(a.completion_ids, b.completion_ids)
+    torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+
+
+def test_same_seed_same_rollout(tiny_policy):
+    a = generate(tiny_policy, _prompts(), group_size=2, generator=torch.Generator().manual_seed(5))
+    b = generate(tiny_policy, _prompts(), group_size=2, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a.completion_ids, b.completion_ids)
+
+
+def test_greedy_and_top_k(tiny_policy):
+    g1 = generate(tiny_policy, _prompts(), temperature=0)
+    g2 = generate(tiny_policy, _prompts(), temperature=0)
+    assert torch.equal(g1.completion_ids, g2.completion_ids)
+    # top_k=1 sampling is greedy decoding
+    k1 = generate(tiny_policy, _prompts(), top_k=1, generator=torch.Generator().manual_seed(0))
+    T = min(g1.completion_ids.shape[1], k1.completion_ids.shape[1])
+    assert torch.equal(g1.completion_ids[:, :T], k1.completion_ids[:, :T])
+
+
+def test_select_and_concat(tiny_policy):
+    ro = generate(tiny_policy, _prompts(2), group_size=3, generator=torch.Generator().manual_seed(0))
+    sub = ro.select(torch.tensor([0, 4]))
+    assert sub.batch_size == 2 and torch.equal(sub.completion_ids, ro.completion_ids[[0, 4]])
+    both = Rollout.concat([ro, ro])
+    assert both.batch_size == 12 and both.group_ids.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+
+
+def test_values_shape(tiny_policy):
+    ro = generate(tiny_policy, _prompts(2), group_size=2, generator=torch.Generator().manual_seed(0))
+    v = completion_values(ValueModel(tiny_policy.config), ro)
+    assert v.shape == ro.mask.shape
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(group_size=0), "group_size"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(max_new_tokens=6), "exceeds the model's context"),
+    ],
+)
+def test_bad_generate_arguments(tiny_policy, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        generate(tiny_policy, _prompts(), **kwargs)

@@ -1,0 +1,79 @@
+import os
+
+import pytest
+import torch
+
+from envs import ArithmeticTask
+from grpo_edu.checkpoint import load_checkpoint, load_state_dict_checked, save_checkpoint
+from grpo_edu.evaluation import evaluate
+from grpo_edu.model import ModelConfig, TinyGPT
+from grpo_edu.sft import SFTConfig, reference_policy, sft_batch
+
+TINY = ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
+
+
+def test_sft_batch_targets_only_the_answer():
+    task = ArithmeticTask(digits=2)
+    p = task.make_problem(23, 58)  # 81 reversed -> "18"
+    ids, targets = sft_batch(task, [p])
+    tok = task.tokenizer
+    assert ids[0].tolist() == tok.encode("23+58=", add_bos=True) + tok.encode("18", add_eos=True)
+    P = task.prompt_length
+    assert (targets[0, : P - 1] == -100).all()
+    assert targets[0, P - 1 : P + 2].tolist() == tok.encode("18", add_eos=True)
+
+
+def test_reference_is_partly_right_and_cached(reference, task):
+    acc = evaluate(reference, task)
+    assert 0.2 <= acc <= 0.5  # partly right: RL has something to improve
+    again, info = reference_policy("cpu", progress=False, return_info=True)
+    assert info["loaded"]
+    for a, b in zip(reference.parameters(), again.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_sft_is_deterministic_and_cache_roundtrips(tmp_path):
+    task = ArithmeticTask(digits=1, eval_size=20)
+    cfg = SFTConfig(max_steps=10, target_accuracy=1.0, eval_every=5, batch_size=32)
+    a, ia = reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True)
+    b, ib = reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=False, progress=False, return_info=True)
+    assert not ia["loaded"] and os.path.exists(ia["path"])
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)  # same seed, same weights
+    c, ic = reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True)
+    assert ic["loaded"] and ic["path"] == ia["path"]
+    # another config -> another file, never the old one
+    d, idd = reference_policy(task=task, model_config=TINY, sft_config=SFTConfig(max_steps=5, eval_every=5, batch_size=32, target_accuracy=1.0), cache=tmp_path, progress=False, return_info=True)
+    assert not idd["loaded"] and idd["path"] != ia["path"]
+
+
+def test_checkpoint_atomic_and_checked(tmp_path):
+    path = tmp_path / "ck.pt"
+    m = TinyGPT(TINY)
+    save_checkpoint(path, {"config": {"a": 1}, "state_dict": m.state_dict()})
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]  # no temp file left behind
+    state = load_checkpoint(path, expected_config={"a": 1})
+    load_state_dict_checked(TinyGPT(TINY), state["state_dict"])
+    with pytest.raises(ValueError, match=r"another config.*\['a'\]"):
+        load_checkpoint(path, expected_config={"a": 2})
+    big = TinyGPT(ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=12))
+    with pytest.raises(ValueError, match="wrong shapes"):
+        load_state_dict_checked(big, state["state_dict"])
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable"):
+        load_checkpoint(tmp_path / "junk.pt")
+
+
+def test_stale_file_under_the_cache_name_is_retrained(tmp_path):
+    task = ArithmeticTask(digits=1, eval_size=20)
+    cfg = SFTConfig(max_steps=5, target_accuracy=1.0, eval_every=5, batch_size=16)
+    _, info = reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True)
+    save_checkpoint(info["path"], {"config": {"other": True}, "state_dict": {}})
+    _, info2 = reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True)
+    assert not info2["loaded"] and "another config" in info2["warning"]
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(lr=0), "lr"), (dict(target_accuracy=1.5), "target_accuracy"), (dict(batch_size=0), "batch_size")])
+def test_bad_sft_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SFTConfig(**kwargs)
