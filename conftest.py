@@ -1,8 +1,8 @@
-"""Root conftest: one torch thread, and the nbval sanitize file from any folder.
+"""Root conftest: one torch thread, and nbval's sanitize file and kernel from any folder.
 
-nbval reads ``--nbval-sanitize-with`` from the command line; we add it here so that
-``pytest --nbval`` works from the repository root and from ``notebooks/`` alike, and
-pin the kernel to the current interpreter (``--nbval-current-env``).
+`pytest --nbval` works from the repository root or from `notebooks/`: this file points
+nbval at `notebooks/sanitize.cfg` (times, memory addresses, progress bars) and at the
+current environment's kernel, so the notebooks run with the interpreter that runs pytest.
 """
 
 import os
@@ -14,17 +14,12 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 ROOT = Path(__file__).resolve().parent
 
 
-def pytest_load_initial_conftests(early_config, parser, args):  # pragma: no cover - plugin hook
-    pass
-
-
 def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)
     opt = config.option
     if getattr(opt, "nbval", False) or getattr(opt, "nbval_lax", False):
-        if not getattr(opt, "sanitize_with", None):
-            opt.sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
-        if hasattr(opt, "nbval_current_env"):
-            opt.nbval_current_env = True
+        if not getattr(opt, "nbval_sanitize_with", None):
+            opt.nbval_sanitize_with = str(ROOT / "notebooks" / "sanitize.cfg")
+        opt.nbval_current_env = True

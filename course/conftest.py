@@ -59,6 +59,8 @@ def pytest_runtest_makereport(item, call):
     if marker is not None and (report.when == "call" or not report.passed):
         points = marker.kwargs.get("points", marker.args[0] if marker.args else 1)
         doc = (getattr(item.function, "__doc__", None) or item.name).strip().splitlines()[0]
+        if hasattr(item, "callspec"):
+            doc += f" [{item.callspec.id}]"
         report.user_properties += [
             ("points", points),
             ("verdict", verdict(report, call.excinfo)),

@@ -53,6 +53,7 @@ class GradeReport:
     submission: str
     results: list[GradedTest] = field(default_factory=list)
     pytest_exit_code: int = 0
+    collected: int = 0  # tests the autograder collected (each should be graded)
     seconds: float = 0.0
     output: str = ""  # pytest's own report (shown with -v)
 
@@ -104,6 +105,10 @@ class _Collector:
     def __init__(self):
         self.results: dict[str, GradedTest] = {}
         self.collect_errors: list[str] = []
+        self.collected = 0
+
+    def pytest_collection_finish(self, session):
+        self.collected = len(session.items)
 
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
@@ -164,7 +169,7 @@ def grade(homework: str, submission, verbose: bool = False, pytest_args=()) -> G
         else:
             os.environ[SUBMISSION_ENV] = old
     report = GradeReport(homework, str(path), list(collector.results.values()), int(code),
-                         time.perf_counter() - t0, out.getvalue())  # fmt: skip
+                         collector.collected, time.perf_counter() - t0, out.getvalue())  # fmt: skip
     for err in collector.collect_errors:
         report.results.append(GradedTest("collection", "the autograder could not be collected",
                                          "error", 0, err.strip().splitlines()[-1] if err.strip() else ""))

@@ -515,12 +515,12 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
             if p.requires_grad:
                 handles.append(p.register_post_accumulate_grad_hook(lambda _, k=f"{name}_backward": bump(k)))
 
-    def timed(name, fn):
+    def timed(name, fn, *args):
         phase[0] = name
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
-        out = fn()
+        out = fn(*args)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return out, time.perf_counter() - t0
@@ -530,8 +530,8 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
         for step in range(n_steps + 1):
             if step == 1:
                 counts.clear()  # the warm-up step is not counted
-            (ro, scores, _), t_gen = timed("generation", lambda: collect(policy, task, algo, n_prompts, rng, gen))
-            stats, t_upd = timed("update", lambda: algo.update(ro, scores))  # noqa: B023
+            (ro, scores, _), t_gen = timed("generation", collect, policy, task, algo, n_prompts, rng, gen)
+            stats, t_upd = timed("update", algo.update, ro, scores)
             times.append((t_gen, t_upd))
             updates.append(stats["updates"])
     finally:

@@ -245,7 +245,7 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
 
 
 def _measured(row: Mapping):
-    for k in ("measured_peak", "peak_measured", "measured", "peak_bytes", "peak"):
+    for k in ("measured_peak", "measured_peak_step", "peak_measured", "measured", "peak_bytes", "peak"):
         if row.get(k) is not None:
             return float(row[k])
     return None
@@ -254,11 +254,14 @@ def _measured(row: Mapping):
 @_styled
 def plot_memory(rows) -> Figure:
     """Stacked bars: the analytic memory of one training step per algorithm, by part
-    (`MEMORY_PARTS`, bytes), with the measured peak (key "measured_peak" or "peak_bytes")
-    as a marker. ``rows``: list of dicts with "algorithm" (or "name"), or name -> dict.
+    (`MEMORY_PARTS`, bytes), with the measured peak ("measured_peak" or
+    "measured_peak_step") as a marker. ``rows``: list of dicts with "algorithm" (or
+    "name") and the parts, flat or under "breakdown" (as `diagnostics.step_memory`
+    returns them), or a dict name -> such a dict.
     """
     if isinstance(rows, Mapping):
         rows = [{"algorithm": k, **v} for k, v in rows.items()]
+    rows = [{**r, **r.get("breakdown", {})} for r in rows]  # diagnostics.step_memory's nesting
     if not rows:
         raise ValueError("rows must hold at least one algorithm")
     names = [str(r.get("algorithm", r.get("name", f"row {i}"))) for i, r in enumerate(rows)]
@@ -270,16 +273,17 @@ def plot_memory(rows) -> Figure:
         vals = np.array([float(r.get(p) or 0.0) for r in rows]) / MB
         ax.bar(names, vals, 0.6, bottom=bottom, label=p.replace("_", " "), color=colors[p])
         bottom += vals
-    for i, total in enumerate(bottom):
-        ax.annotate(f"{total:.4g} MB", (i, total), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")  # fmt: skip
     measured = [_measured(r) for r in rows]
+    for i, total in enumerate(bottom):  # the analytic total, above the bar and the marker
+        top = max(total, (measured[i] or 0.0) / MB)
+        ax.annotate(f"analytic {total:.4g} MB", (i, top), ha="center", va="bottom", fontsize=8,
+                    xytext=(0, 8), textcoords="offset points")  # fmt: skip
     if any(m is not None for m in measured):
         ys = [np.nan if m is None else m / MB for m in measured]
         ax.plot(names, ys, "D", color="black", ms=7, label="measured peak", zorder=3)
     ax.set(xlabel="algorithm", ylabel="memory of one training step (MB)",
            title="Memory: analytic breakdown vs measured peak")  # fmt: skip
-    ax.margins(y=0.1)
+    ax.margins(y=0.12)
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
@@ -494,6 +498,8 @@ def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
         bot.scatter(x[sel], a[sel], color=c, s=25, zorder=3, label=lab)
     top.set(ylabel="reward $r_i$", title=f"Rewards and group advantages ({n} groups of {group_size})")
     bot.set(ylabel="advantage $A_i$ (std units)", xlabel="group (prompt)")
+    top.set_xlabel("group (prompt)")
+    top.tick_params(labelbottom=True)
     bot.set_xticks(np.arange(n))
     top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     pairs = [(h, t) for h, t in zip(*bot.get_legend_handles_labels(), strict=True)

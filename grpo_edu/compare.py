@@ -1,0 +1,241 @@
+"""The main job: all four algorithms from the same reference, side by side, measured.
+
+`run_comparison` trains REINFORCE, REINFORCE with a baseline, PPO with a critic and GRPO
+from the same SFT reference with the same budget (the same number of sampled completions
+by default, or the same training wall time), then measures at the reference policy the
+relative variance of each method's gradient estimate, the peak memory of one training
+step and the passes per update. `write_report` prints one table and saves the figures
+(PNG) and the numbers (JSON). `grpo-edu compare` is this module from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from . import diagnostics
+from .algorithms import make_algorithm
+from .presets import get_preset, make_task, setup_torch
+from .sft import reference_policy
+from .train import History, train
+
+ORDER = ("reinforce", "baseline", "ppo", "grpo")
+LABELS = {"reinforce": "REINFORCE", "baseline": "REINFORCE + critic baseline",
+          "ppo": "PPO + critic", "grpo": "GRPO"}
+# the gradient estimator each algorithm applies (diagnostics.gradient_variance names)
+ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "gae", "grpo": "group_norm"}
+
+
+def run_comparison(preset="cpu", seed: int = 0, budget: str = "samples", steps: int | None = None,
+                   seconds: float | None = None, algorithms=ORDER, variance_batches: int = 8,
+                   measure: bool = True, progress: bool = True, configs: dict | None = None) -> dict:
+    """Train each algorithm from one reference with one budget; measure variance and memory.
+
+    budget="samples": every algorithm sees ``steps * sequences_per_step`` completions.
+    budget="seconds": every algorithm trains for ``seconds`` of wall time (evaluation
+    excluded). ``configs`` maps an algorithm name to config overrides.
+    """
+    if budget not in ("samples", "seconds"):
+        raise ValueError(f"budget must be 'samples' or 'seconds', got {budget!r}")
+    unknown = [a for a in algorithms if a not in ORDER]
+    if unknown:
+        raise ValueError(f"unknown algorithms {unknown}; choose from {list(ORDER)}")
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    setup_torch(preset, seed)
+    task = make_task(preset)
+    t0 = time.perf_counter()
+    reference, ref_info = reference_policy(preset, task=task, progress=progress, return_info=True)
+    steps = steps or preset.steps
+    n_samples = steps * preset.sequences_per_step
+    if budget == "seconds" and seconds is None:
+        raise ValueError("budget='seconds' needs seconds=")
+    out = {"preset": preset.name, "device": preset.device, "seed": seed, "budget": budget,
+           "samples_budget": n_samples if budget == "samples" else None,
+           "seconds_budget": seconds if budget == "seconds" else None,
+           "sequences_per_step": preset.sequences_per_step,
+           "reference": {"accuracy": ref_info["accuracy"], "loaded": ref_info["loaded"]},
+           "torch": torch.__version__, "threads": torch.get_num_threads(), "algorithms": {}}
+    histories = {}
+    for name in algorithms:
+        algo = make_algorithm(name, **(configs or {}).get(name, {}))
+        kw = dict(samples=n_samples) if budget == "samples" else dict(seconds=seconds)
+        h = train(algo, task=task, reference=reference, preset=preset, seed=seed, progress=progress,
+                  name=LABELS[name], **kw)
+        histories[name] = h
+        out["algorithms"][name] = {
+            "label": LABELS[name],
+            "initial_accuracy": h.initial_accuracy,
+            "final_accuracy": h.final_accuracy,
+            "steps": len(h.steps),
+            "samples": h.steps[-1]["samples"] if h.steps else 0,
+            "train_seconds": h.steps[-1]["seconds"] if h.steps else 0.0,
+            "seconds_per_step": (h.steps[-1]["seconds"] / len(h.steps)) if h.steps else math.nan,
+            "steps_to_90": h.first_reaching(0.9, "step"),
+            "seconds_to_90": h.first_reaching(0.9, "seconds"),
+            "samples_to_90": h.first_reaching(0.9, "samples"),
+            "updates_per_step": algo.config.epochs * algo.config.minibatches,
+            "history": h.to_dict(),
+        }
+    if measure:
+        _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms)
+    out["total_seconds"] = time.perf_counter() - t0
+    out["_histories"] = histories
+    return out
+
+
+def _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms):
+    est = [ESTIMATOR_OF[a] for a in algorithms]
+    var = diagnostics.gradient_variance(
+        reference, task, estimators=tuple(dict.fromkeys(est + ["batch_mean", "group_mean"])),
+        n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step,
+        group_size=preset.group_size, seed=seed, progress=progress)
+    out["gradient_variance"] = {k: v for k, v in var.items()}
+    mem = {a: diagnostics.step_memory(a, preset=preset, batch_size=preset.sequences_per_step,
+                                      seed=seed) for a in algorithms}
+    out["memory"] = mem
+    grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
+    for a in algorithms:
+        row = out["algorithms"][a]
+        row["relative_variance"] = var[ESTIMATOR_OF[a]]["relative_variance"]
+        row["mean_cosine"] = var[ESTIMATOR_OF[a]]["mean_cosine"]
+        row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 2**20
+        row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 2**20
+        row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak
+        row["analytic_mb"] = mem[a]["analytic_total"] / 2**20
+
+
+def format_table(result: dict) -> str:
+    """One plain-text table of the comparison (the README quotes it)."""
+    cols = [("method", 28), ("acc start", 9), ("acc end", 8), ("steps", 6), ("train s", 8),
+            ("s to 90%", 9), ("steps to 90%", 12), ("rel. var", 9), ("peak MB", 8),
+            ("x GRPO", 7), ("upd/step", 8)]
+    lines = ["  ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(cols))]
+    fmt = lambda v, spec: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
+    for name, r in result["algorithms"].items():
+        vals = [r["label"], fmt(r["initial_accuracy"], ".4f"), fmt(r["final_accuracy"], ".4f"),
+                str(r["steps"]), fmt(r["train_seconds"], ".1f"), fmt(r["seconds_to_90"], ".1f"),
+                fmt(r["steps_to_90"], "d"), fmt(r.get("relative_variance"), ".3f"),
+                fmt(r.get("peak_step_memory_mb"), ".1f"), fmt(r.get("memory_ratio_to_grpo"), ".2f"),
+                str(r["updates_per_step"])]
+        lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
+    b = result["budget"]
+    lines.append(f"budget: {result['samples_budget']} sampled completions each" if b == "samples"
+                 else f"budget: {result['seconds_budget']} s of training each")
+    return "\n".join(lines)
+
+
+def write_report(result: dict, out_dir) -> dict:
+    """Save ``comparison.json`` and the figures in ``out_dir``; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from . import plots
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    hist = [History.from_dict(r["history"]) for r in result["algorithms"].values()]
+    for x in ("samples", "seconds"):
+        fig = plots.plot_learning_curves(hist, x=x)
+        paths[f"curves_{x}"] = out_dir / f"learning_curves_{x}.png"
+        fig.savefig(paths[f"curves_{x}"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    if "gradient_variance" in result:
+        fig = plots.plot_variance(result["gradient_variance"])
+        paths["variance"] = out_dir / "gradient_variance.png"
+        fig.savefig(paths["variance"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        fig = plots.plot_memory(list(result["memory"].values()))
+        paths["memory"] = out_dir / "memory.png"
+        fig.savefig(paths["memory"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    clean = {k: v for k, v in result.items() if not k.startswith("_")}
+    paths["json"] = out_dir / "comparison.json"
+    paths["json"].write_text(json.dumps(clean, indent=1, default=str))
+    paths["table"] = out_dir / "comparison.txt"
+    paths["table"].write_text(format_table(result) + "\n")
+    return {k: str(v) for k, v in paths.items()}
+
+
+# -- grpo-edu bench -------------------------------------------------------------------------
+def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5,
+                     seed: int = 0) -> dict:
+    """Tokens per second of batched sampling with and without the KV cache, measured side
+    by side (alternating, median of ``repeats``) on the same prompts and seeds."""
+    from .rollout import generate
+
+    prompts = task.encode_prompts(task.sample(n_prompts, seed))
+    times = {True: [], False: []}
+    tokens = 0
+    for r in range(repeats + 1):
+        for cached in (True, False):
+            g = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed + r)
+            t0 = time.perf_counter()
+            ro = generate(policy, prompts, group_size=group_size, max_new_tokens=task.max_answer_length,
+                          generator=g, use_cache=cached)
+            if ro.mask.is_cuda:
+                torch.cuda.synchronize()
+            if r:  # the first round warms up
+                times[cached].append(time.perf_counter() - t0)
+            tokens = ro.batch_size * ro.completion_ids.shape[1]
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    return {"batch": n_prompts * group_size, "tokens_per_call": tokens,
+            "cached_tokens_per_s": tokens / med[True], "uncached_tokens_per_s": tokens / med[False],
+            "speedup": med[False] / med[True]}
+
+
+def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True) -> dict:
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    setup_torch(preset, seed)
+    task = make_task(preset)
+    reference = reference_policy(preset, task=task, progress=progress)
+    gen = generation_speed(reference, task, preset.prompts_per_step, preset.group_size, seed=seed)
+    rows = {}
+    for a in algorithms:
+        cost = diagnostics.step_cost(a, preset=preset, reference=reference, n_steps=n_steps, seed=seed)
+        mem = diagnostics.step_memory(a, preset=preset, batch_size=preset.sequences_per_step, seed=seed)
+        rows[a] = {"seconds_per_step": cost["seconds_per_step"], "generation_seconds": cost["generation_seconds"],
+                   "update_seconds": cost["update_seconds"], "updates_per_step": cost["updates_per_step"],
+                   "passes_per_update": cost["passes_per_update"],
+                   "peak_step_mb": mem["measured_peak_step"] / 2**20,
+                   "peak_with_rollout_mb": (mem["measured_peak_with_rollout"] or math.nan) / 2**20,
+                   "analytic_mb": mem["analytic_total"] / 2**20, "memory_method": mem["method"]}
+    dev = torch.cuda.get_device_name() if preset.device.startswith("cuda") else _cpu_name()
+    return {"preset": preset.name, "device": dev, "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "generation": gen, "algorithms": rows}
+
+
+def _cpu_name() -> str:
+    import os
+    import platform
+
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} vCPU)"
+    except OSError:
+        pass
+    return f"{platform.processor() or 'CPU'} ({os.cpu_count()} vCPU)"
+
+
+def format_bench(b: dict) -> str:
+    g = b["generation"]
+    lines = [f"device: {b['device']}, torch {b['torch']}, {b['threads']} thread(s), preset {b['preset']}",
+             f"generation, {g['batch']} sequences: KV cache {g['cached_tokens_per_s']:,.0f} tok/s, "
+             f"recompute prefix {g['uncached_tokens_per_s']:,.0f} tok/s, speedup {g['speedup']:.2f}x",
+             f"{'method':<10} {'s/step':>7} {'gen s':>7} {'update s':>8} {'upd/step':>8} "
+             f"{'fwd+bwd per update (policy/ref/critic)':>40} {'peak MB':>8} {'w/ rollout':>10}"]
+    for a, r in b["algorithms"].items():
+        p = r["passes_per_update"]
+        passes = (f"{p['policy_forward']:.0f}+{p['policy_backward']:.0f} / {p['reference_forward']:.2f}+0 / "
+                  f"{p['critic_forward']:.0f}+{p['critic_backward']:.0f}")
+        lines.append(f"{a:<10} {r['seconds_per_step']:>7.3f} {r['generation_seconds']:>7.3f} "
+                     f"{r['update_seconds']:>8.3f} {r['updates_per_step']:>8} {passes:>40} "
+                     f"{r['peak_step_mb']:>8.1f} {r['peak_with_rollout_mb']:>10.1f}")
+    return "\n".join(lines)
