@@ -115,7 +115,7 @@ def format_table(result: dict) -> str:
             ("x GRPO", 7), ("upd/step", 8)]
     lines = ["  ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(cols))]
     fmt = lambda v, spec: "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)  # noqa: E731
-    for name, r in result["algorithms"].items():
+    for r in result["algorithms"].values():
         vals = [r["label"], fmt(r["initial_accuracy"], ".4f"), fmt(r["final_accuracy"], ".4f"),
                 str(r["steps"]), fmt(r["train_seconds"], ".1f"), fmt(r["seconds_to_90"], ".1f"),
                 fmt(r["steps_to_90"], "d"), fmt(r.get("relative_variance"), ".3f"),

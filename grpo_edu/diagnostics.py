@@ -13,10 +13,13 @@ module (``Fn.group_advantages``), so ``grpo_edu.plug`` reaches it here too.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import math
+import os
 import statistics
+import sys
 import time
 from contextlib import contextmanager
 
@@ -293,7 +296,7 @@ def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
         return peaks, "torch.cuda.max_memory_allocated"
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for i, fn in enumerate(phases):
             with record_function(f"grpo_edu_phase{i}"):
                 fn()
@@ -310,6 +313,26 @@ def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
         a, b = np.searchsorted(t, start), np.searchsorted(t, end, "right")
         peaks.append(max([int(level[a - 1]) if a else 0] + level[a:b].tolist()))
     return peaks, "torch.profiler profile_memory (running sum of [memory] events)"
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """The profiler's C++ side prints 'profiler_start/stop' lines straight to file
+    descriptor 2 (they would show up in notebooks); point fd 2 at /dev/null meanwhile."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no real fd 2 (some embedded interpreters): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _rss_peaks(phases) -> list[int]:

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from grpo_edu import functional as Fn
-from grpo_edu.algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, PPOConfig, ReinforceBaseline, make_algorithm
+from grpo_edu.algorithms import (
+    ALGORITHMS,
+    GRPO,
+    PPO,
+    GRPOConfig,
+    PPOConfig,
+    ReinforceBaseline,
+    make_algorithm,
+)
 from grpo_edu.algorithms.base import Batch
 from grpo_edu.rollout import generate
 from grpo_edu.train import expand
@@ -31,7 +39,7 @@ def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
     for k in ("loss", "entropy", "grad_norm", "completion_length", "kl"):
         assert k in stats and stats[k] == stats[k], k  # present and not NaN
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
-    for p, q in zip(ref.parameters(), ref.parameters()):
+    for p in ref.parameters():
         assert not p.requires_grad  # the reference is frozen
     if algo.uses_critic:
         assert "value_loss" in stats

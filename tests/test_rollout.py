@@ -2,8 +2,8 @@ import pytest
 import torch
 
 from envs import ArithmeticTask
-from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs
 from grpo_edu.model import ValueModel
+from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs
 
 TASK = ArithmeticTask(digits=2)
 
