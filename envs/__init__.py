@@ -11,7 +11,8 @@
 
 import gymnasium
 
-from envs.arithmetic import ArithmeticEnv, ArithmeticTask, Problem
+from envs.arithmetic import ArithmeticTask, Problem
+from envs.token_mdp import ArithmeticEnv
 from envs.maze import MazeEnv
 
 __all__ = ["ArithmeticTask", "Problem", "ArithmeticEnv", "MazeEnv", "ARITHMETIC_ID", "MAZE_ID"]
@@ -21,7 +22,7 @@ MAZE_ID = "grpo_edu/Maze-v0"
 
 # Registering an id twice makes gymnasium warn, so only register what is not there yet.
 for _id, _entry_point in (
-    (ARITHMETIC_ID, "envs.arithmetic:ArithmeticEnv"),
+    (ARITHMETIC_ID, "envs.token_mdp:ArithmeticEnv"),
     (MAZE_ID, "envs.maze:MazeEnv"),
 ):
     if _id not in gymnasium.registry:

@@ -17,13 +17,14 @@ from course.autograde import (
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
-# Training checks: GRPO, groups of 8, 128 sequences/step. The reproduction uses the
-# default config (2 epochs x 2 minibatches, KL in the loss); the improvement run one
-# update per step at a higher learning rate (cheaper, and the pieces under test are the
-# same). MEASURED on the cpu preset, seeds 0-3: see IMPROVE below.
-SEQUENCES, REPRODUCE_STEPS = 128, 6
-IMPROVE = dict(epochs=1, minibatches=1, lr=1e-3)
-STEPS, WINDOW, MARGIN = 60, 20, 0.01
+# Training checks: GRPO's defaults (2 epochs x 2 minibatches, beta*k3 in the loss,
+# sequence_mean) with groups of 4 and 256 sequences/step (64 prompts: with 16 prompts of
+# 8 the mean reward per step is too noisy to see learning in a few steps). MEASURED on the
+# cpu preset (reference at 26% held-out), seeds 0-2: the mean sampled reward rose by
+# +0.051 .. +0.075 from the first 10 to the last 10 of 40 steps (~4.5 s of training), the
+# held-out accuracy by +0.10 .. +0.12.
+CONFIG = dict(group_size=4)
+STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 40, 10, 0.02, 256, 6
 
 
 def _rand(*shape, seed=0, dtype=torch.float32):
@@ -185,21 +186,27 @@ def _plugs(sub):
                 aggregate_loss=sub.aggregate_loss)  # fmt: skip
 
 
+def _student_run(sub, memo, task, reference, preset):
+    if "student" not in memo:
+        memo["student"] = train_with(make_algorithm("grpo", **CONFIG), task=task, reference=reference,
+                                     preset=preset, steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(sub))  # fmt: skip
+    return memo["student"]
+
+
 @pytest.mark.graded(points=2)
-def test_training_reproduces_library(submission, task, reference, preset):
+def test_training_reproduces_library(submission, memo, task, reference, preset):
     """arithmetic: GRPO with your functions reproduces the library's run"""
     _probe(submission)
-    kw = dict(task=task, reference=reference, preset=preset, steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)
-    student = train_with(make_algorithm("grpo"), plugs=_plugs(submission), **kw)
-    library = train_with(make_algorithm("grpo"), **kw)
+    student = _student_run(submission, memo, task, reference, preset)
+    library = train_with(make_algorithm("grpo", **CONFIG), task=task, reference=reference, preset=preset,
+                         steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
     check_same_history(student, library, "GRPO with your functions")
 
 
 @pytest.mark.graded(points=2)
-def test_training_improves(submission, task, reference, preset):
+def test_training_improves(submission, memo, task, reference, preset):
     """arithmetic: with your functions, GRPO's sampled reward rises during training"""
     _probe(submission)
-    student = train_with(make_algorithm("grpo", **IMPROVE), task=task, reference=reference, preset=preset,
-                         steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(submission))  # fmt: skip
+    student = _student_run(submission, memo, task, reference, preset)
     check_improves(student, WINDOW, MARGIN, f"GRPO with your functions ({STEPS} steps)")
     assert all(math.isfinite(s["loss"]) for s in student.steps), "the training loss became NaN or inf"
