@@ -2,6 +2,7 @@
 
     grpo-edu compare [--preset cpu|gpu|auto] [--seed 0] [--out out/compare] [--budget samples|seconds]
     grpo-edu bench   [--preset ...]            generation tokens/s, step time, memory per algorithm
+    grpo-edu sweep   [--lrs 1e-4,3e-4,1e-3]    learning rate x seed per algorithm (fairness check)
     grpo-edu reference [--preset ...]          build (or load) the SFT reference, print its accuracy
     grpo-edu train --algo grpo [--steps N]     one training run, prints the learning curve
 """
@@ -34,6 +35,12 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="generation speed, step time and memory per algorithm")
     _common(b)
     b.add_argument("--json", default=None, help="also write the numbers to this file")
+    w = sub.add_parser("sweep", help="learning rate x seed for each algorithm (is the comparison fair?)")
+    _common(w)
+    w.add_argument("--steps", type=int, default=40)
+    w.add_argument("--lrs", default="1e-4,3e-4,1e-3", help="comma-separated learning rates")
+    w.add_argument("--seeds", default="0,1", help="comma-separated seeds")
+    w.add_argument("--json", default=None, help="also write the numbers to this file")
     r = sub.add_parser("reference", help="build or load the SFT reference policy")
     _common(r)
     r.add_argument("--retrain", action="store_true")
@@ -79,6 +86,19 @@ def main(argv=None) -> int:
         print(f"reference accuracy {res['reference']['accuracy']:.4f}; total {res['total_seconds']:.0f} s "
               f"on {preset.device} ({torch.get_num_threads()} thread(s))")
         print("wrote " + ", ".join(sorted(paths.values())))
+    elif args.cmd == "sweep":
+        from .compare import format_sweep, run_sweep
+
+        try:
+            lrs = [float(x) for x in args.lrs.split(",")]
+            seeds = [int(x) for x in args.seeds.split(",")]
+        except ValueError:
+            parser.error(f"--lrs and --seeds must be comma-separated numbers, got {args.lrs!r}, {args.seeds!r}")
+        res = run_sweep(preset, lrs=lrs, seeds=seeds, steps=args.steps, progress=progress)
+        print(format_sweep(res))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
     elif args.cmd == "bench":
         from .compare import format_bench, run_bench
 

@@ -32,7 +32,7 @@ ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "gae", "grpo": 
 
 def run_comparison(preset="cpu", seed: int = 0, budget: str = "samples", steps: int | None = None,
                    seconds: float | None = None, algorithms=ORDER, variance_batches: int = 8,
-                   measure: bool = True, progress: bool = True, configs: dict | None = None) -> dict:
+                   critic_steps: int = 150, measure: bool = True, progress: bool = True, configs: dict | None = None) -> dict:
     """Train each algorithm from one reference with one budget; measure variance and memory.
 
     budget="samples": every algorithm sees ``steps * sequences_per_step`` completions.
@@ -81,18 +81,18 @@ def run_comparison(preset="cpu", seed: int = 0, budget: str = "samples", steps: 
             "history": h.to_dict(),
         }
     if measure:
-        _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms)
+        _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms, critic_steps)
     out["total_seconds"] = time.perf_counter() - t0
     out["_histories"] = histories
     return out
 
 
-def _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms):
+def _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms, critic_steps):
     est = [ESTIMATOR_OF[a] for a in algorithms]
     var = diagnostics.gradient_variance(
         reference, task, estimators=tuple(dict.fromkeys(est + ["batch_mean", "group_mean"])),
         n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step,
-        group_size=preset.group_size, seed=seed, progress=progress)
+        group_size=preset.group_size, seed=seed, progress=progress, critic_steps=critic_steps)
     out["gradient_variance"] = {k: v for k, v in var.items()}
     mem = {a: diagnostics.step_memory(a, preset=preset, batch_size=preset.sequences_per_step,
                                       seed=seed) for a in algorithms}
@@ -238,4 +238,57 @@ def format_bench(b: dict) -> str:
         lines.append(f"{a:<10} {r['seconds_per_step']:>7.3f} {r['generation_seconds']:>7.3f} "
                      f"{r['update_seconds']:>8.3f} {r['updates_per_step']:>8} {passes:>40} "
                      f"{r['peak_step_mb']:>8.1f} {r['peak_with_rollout_mb']:>10.1f}")
+    return "\n".join(lines)
+
+
+# -- grpo-edu sweep: learning rate x seed, the fairness check of the comparison ------------------
+def run_sweep(preset="cpu", lrs=(1e-4, 3e-4, 1e-3), seeds=(0, 1), steps: int = 40,
+              algorithms=ORDER, progress: bool = True) -> dict:
+    """Final held-out accuracy for each algorithm x learning rate x seed at one sample budget.
+
+    A fair comparison tunes each method's learning rate: report the best lr per method and
+    the spread over seeds at that lr (the table `format_sweep` prints)."""
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    setup_torch(preset, 0)
+    task = make_task(preset)
+    reference = reference_policy(preset, task=task, progress=progress)
+    rows = []
+    for a in algorithms:
+        for lr in lrs:
+            for seed in seeds:
+                h = train(make_algorithm(a, lr=lr), task=task, reference=reference, preset=preset,
+                          steps=steps, seed=seed, progress=progress, eval_every=steps)
+                rows.append({"algorithm": a, "lr": lr, "seed": seed, "final_accuracy": h.final_accuracy,
+                             "initial_accuracy": h.initial_accuracy,
+                             "train_seconds": h.steps[-1]["seconds"] if h.steps else 0.0})
+    return {"preset": preset.name, "steps": steps, "sequences_per_step": preset.sequences_per_step,
+            "rows": rows}
+
+
+def best_learning_rates(sweep: dict) -> dict:
+    """``{algorithm: (best lr, mean final accuracy, min, max)}`` over seeds."""
+    out = {}
+    for a in dict.fromkeys(r["algorithm"] for r in sweep["rows"]):
+        by_lr = {}
+        for r in sweep["rows"]:
+            if r["algorithm"] == a:
+                by_lr.setdefault(r["lr"], []).append(r["final_accuracy"])
+        lr, accs = max(by_lr.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))
+        out[a] = (lr, sum(accs) / len(accs), min(accs), max(accs))
+    return out
+
+
+def format_sweep(sweep: dict) -> str:
+    lrs = sorted({r["lr"] for r in sweep["rows"]})
+    lines = [f"final held-out accuracy after {sweep['steps']} steps x {sweep['sequences_per_step']} "
+             f"completions (mean over seeds, [min, max])",
+             f"{'method':<10}" + "".join(f"{'lr ' + format(lr, 'g'):>22}" for lr in lrs)]
+    for a in dict.fromkeys(r["algorithm"] for r in sweep["rows"]):
+        cells = []
+        for lr in lrs:
+            accs = [r["final_accuracy"] for r in sweep["rows"] if r["algorithm"] == a and r["lr"] == lr]
+            cells.append(f"{sum(accs) / len(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]")
+        lines.append(f"{a:<10}" + "".join(f"{c:>22}" for c in cells))
+    best = best_learning_rates(sweep)
+    lines.append("best lr: " + ", ".join(f"{a} {v[0]:g} ({v[1]:.3f})" for a, v in best.items()))
     return "\n".join(lines)

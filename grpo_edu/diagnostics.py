@@ -139,7 +139,8 @@ def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_sta
 
 
 def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts_per_batch=64, group_size=8,
-                      layout="group", critic=None, seed=0, progress=True, gae_lambda=1.0) -> dict:
+                      layout="group", critic=None, seed=0, progress=True, gae_lambda=1.0,
+                      critic_steps=150) -> dict:
     """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy.
 
     For each of K independent batches of N = prompts_per_batch x group_size sequences and
@@ -152,7 +153,7 @@ def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts
     ``"distinct"``: N distinct prompts x 1 sample (group estimators skipped). Returns
     ``{e: variance_stats(g^e_1..K) | {"cosine_to_raw": cos(g_bar^e, g_bar^raw)}}`` (all
     estimators are unbiased: near 1) and "_meta" (reward mean, b*, critic fit, ...).
-    A critic ("critic", "gae") is fitted with ``fit_critic`` when not given; b* comes from
+    A critic ("critic", "gae") is fitted with ``fit_critic`` (``critic_steps``) when not given; b* comes from
     ``score_norms`` on a separate batch. group_norm divides A by std ~ 0.3, which scales
     the raw variance: compare the relative numbers and cosines.
     """
@@ -167,7 +168,7 @@ def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts
     meta = {"layout": layout, "n_batches": n_batches, "sequences_per_batch": N, "prompts_per_batch": n_prompts,
             "group_size": G, "skipped": skipped}
     if {"critic", "gae"} & set(estimators) and critic is None:
-        critic, info = fit_critic(policy, task, seed=seed + 1, progress=progress)
+        critic, info = fit_critic(policy, task, steps=critic_steps, seed=seed + 1, progress=progress)
         meta["critic_explained_variance"] = info["explained_variance"]
     b_star = score_norms(policy, task, n=min(N, 512), seed=seed + 2)["b_star"] if "optimal" in estimators else None
     meta["b_star"] = b_star
