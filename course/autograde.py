@@ -134,17 +134,17 @@ def check_same_history(student, library, what: str, rtol: float = 1e-3, atol: fl
     """
     n = len(library.steps)
     assert len(student.steps) >= n, f"{what}: expected at least {n} steps, got {len(student.steps)}"
-    for s, l in zip(student.steps[:n], library.steps, strict=True):
-        step = l["step"]
-        assert s["reward"] == l["reward"], (
+    for mine, lib in zip(student.steps[:n], library.steps, strict=True):
+        step = lib["step"]
+        assert mine["reward"] == lib["reward"], (
             f"{what}: at step {step} the mean sampled reward should be the library's "
-            f"{l['reward']:.6f} (same seed), got {s['reward']:.6f}. The rollouts diverged: an "
+            f"{lib['reward']:.6f} (same seed), got {mine['reward']:.6f}. The rollouts diverged: an "
             f"earlier update differed."
         )
-        for key, lv in l.items():
+        for key, lv in lib.items():
             if key in ("seconds", "step", "samples") or not isinstance(lv, (int, float)):
                 continue
-            sv = s.get(key)
+            sv = mine.get(key)
             assert sv is not None, f"{what}: step {step} is missing the metric {key!r}"
             ok = (math.isnan(lv) and math.isnan(sv)) or math.isclose(sv, lv, rel_tol=rtol, abs_tol=atol)
             assert ok, (

@@ -12,7 +12,14 @@ import pytest
 import torch
 
 import grpo_edu.functional as Fn
-from course.autograde import check_close, check_improves, check_no_grad, check_same_history, grad_of, train_with
+from course.autograde import (
+    check_close,
+    check_improves,
+    check_no_grad,
+    check_same_history,
+    grad_of,
+    train_with,
+)
 from grpo_edu import make_algorithm, plug
 from grpo_edu.maze_pg import train_maze
 
@@ -124,7 +131,8 @@ def test_policy_gradient_loss_gradient(submission):
 
 def _same_maze(student, library):
     for key in ("return", "length", "success"):
-        assert student[key] == library[key], (
+        same = student[key] == library[key]
+        assert same, (
             f"maze with your functions plugged in: per-step {key!r} should be the library's "
             f"(same seed) {[round(v, 3) for v in library[key][:8]]}..., got "
             f"{[round(v, 3) for v in student[key][:8]]}..."

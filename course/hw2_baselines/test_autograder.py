@@ -13,8 +13,14 @@ import torch
 
 import grpo_edu.functional as Fn
 from course.autograde import (
-    baseline_algorithm, check_close, check_float, check_improves, check_no_grad,
-    check_same_history, grad_of, train_with,
+    baseline_algorithm,
+    check_close,
+    check_float,
+    check_improves,
+    check_no_grad,
+    check_same_history,
+    grad_of,
+    train_with,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 

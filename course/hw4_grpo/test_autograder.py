@@ -13,7 +13,13 @@ import torch
 
 import grpo_edu.functional as Fn
 from course.autograde import (
-    check_close, check_float, check_improves, check_no_grad, check_same_history, grad_of, train_with,
+    check_close,
+    check_float,
+    check_improves,
+    check_no_grad,
+    check_same_history,
+    grad_of,
+    train_with,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
