@@ -3,6 +3,7 @@
     grpo-edu compare [--preset cpu|gpu|auto] [--seed 0] [--out out/compare] [--budget samples|seconds]
     grpo-edu bench   [--preset ...]            generation tokens/s, step time, memory per algorithm
     grpo-edu sweep   [--lrs 1e-4,3e-4,1e-3]    learning rate x seed per algorithm (fairness check)
+    grpo-edu variance [--batches 16]           gradient variance per estimator at several snapshots
     grpo-edu reference [--preset ...]          build (or load) the SFT reference, print its accuracy
     grpo-edu train --algo grpo [--steps N]     one training run, prints the learning curve
 """
@@ -41,6 +42,10 @@ def main(argv=None) -> int:
     w.add_argument("--lrs", default="1e-4,3e-4,1e-3", help="comma-separated learning rates")
     w.add_argument("--seeds", default="0,1", help="comma-separated seeds")
     w.add_argument("--json", default=None, help="also write the numbers to this file")
+    v = sub.add_parser("variance", help="gradient variance of each estimator at several policy snapshots")
+    _common(v)
+    v.add_argument("--batches", type=int, default=16, help="K independent batches per snapshot")
+    v.add_argument("--json", default=None, help="also write the numbers to this file")
     r = sub.add_parser("reference", help="build or load the SFT reference policy")
     _common(r)
     r.add_argument("--retrain", action="store_true")
@@ -99,6 +104,14 @@ def main(argv=None) -> int:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)
+    elif args.cmd == "variance":
+        from .compare import format_variance_study, run_variance_study
+
+        res = run_variance_study(preset, n_batches=args.batches, seed=args.seed, progress=progress)
+        print(format_variance_study(res))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1, default=float)
     elif args.cmd == "bench":
         from .compare import format_bench, run_bench
 

@@ -292,3 +292,75 @@ def format_sweep(sweep: dict) -> str:
     best = best_learning_rates(sweep)
     lines.append("best lr: " + ", ".join(f"{a} {v[0]:g} ({v[1]:.3f})" for a, v in best.items()))
     return "\n".join(lines)
+
+
+# -- grpo-edu variance: does a baseline lower the variance, and when? ---------------------------
+def run_variance_study(preset="cpu", targets=(0.5, 0.75, 0.9), n_batches: int = 16, seed: int = 0,
+                       mixed_digits=(1, 2), max_steps: int = 400, critic_steps: int = 100,
+                       progress: bool = True) -> dict:
+    """Relative gradient variance of each estimator at several policy snapshots.
+
+    Snapshots: the reference, then REINFORCE-trained policies first reaching each accuracy
+    in ``targets``; at each, both layouts (64 prompts x 8 samples, 512 distinct prompts x
+    1) and the score norms of right vs wrong answers with the optimal baseline b*. With
+    ``mixed_digits``, also at the reference of a task whose operands have mixed lengths
+    (prompts of different difficulty: where a per-prompt baseline should matter most).
+    """
+    import copy
+
+    from envs import ArithmeticTask
+
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    setup_torch(preset, seed)
+    task = make_task(preset)
+    reference = reference_policy(preset, task=task, progress=progress)
+
+    def measure(policy, tsk, label, acc):
+        row = {"label": label, "accuracy": acc}
+        for layout in ("group", "distinct"):
+            row[layout] = diagnostics.gradient_variance(
+                policy, tsk, n_batches=n_batches, prompts_per_batch=preset.prompts_per_step,
+                group_size=preset.group_size, layout=layout, seed=seed, progress=progress,
+                critic_steps=critic_steps)
+        row["score_norms"] = {k: v for k, v in diagnostics.score_norms(policy, tsk, seed=seed).items()
+                              if not hasattr(v, "__len__")}
+        return row
+
+    from .evaluation import evaluate
+
+    rows = [measure(reference, task, "reference", evaluate(reference, task))]
+    policy = copy.deepcopy(reference)
+    algo = make_algorithm("reinforce")
+    for target in targets:
+        h = train(algo, task=task, reference=reference, policy=policy, preset=preset, steps=max_steps,
+                  target_accuracy=target, seed=seed, progress=progress, eval_every=5)
+        rows.append(measure(policy, task, f"REINFORCE to {target:.0%}", h.final_accuracy))
+        algo = make_algorithm("reinforce")  # fresh optimizer state; the policy carries on
+        seed += 1
+    if mixed_digits:
+        mixed = ArithmeticTask(**{**preset.task, "mixed_digits": tuple(mixed_digits)})
+        ref_m = reference_policy(task=mixed, model_config=preset.model, sft_config=preset.sft,
+                                 device=preset.device, progress=progress)
+        rows.append(measure(ref_m, mixed, f"mixed digits {tuple(mixed_digits)} reference",
+                            evaluate(ref_m, mixed)))
+    return {"preset": preset.name, "n_batches": n_batches, "prompts": preset.prompts_per_step,
+            "group_size": preset.group_size, "rows": rows}
+
+
+def format_variance_study(study: dict) -> str:
+    est = ("raw", "batch_mean", "critic", "optimal", "group_mean", "group_norm")
+    P, G = study["prompts"], study["group_size"]
+    lines = [f"relative variance tr(Cov)/|mean g|^2 of the gradient estimate, K={study['n_batches']} "
+             f"batches of {P * G} sequences: {P}x{G} = {P} prompts x {G} samples, {P * G}x1 = distinct prompts",
+             f"{'snapshot':<34}{'acc':>6}{'layout':>8}" + "".join(f"{e:>11}" for e in est)
+             + f"{'b*':>8}{'mean R':>8}{'|s|2 ok/wrong':>15}"]
+    for r in study["rows"]:
+        sn = r["score_norms"]
+        for layout, tag in (("group", f"{P}x{G}"), ("distinct", f"{P * G}x1")):
+            res = r[layout]
+            cells = "".join(f"{res[e]['relative_variance']:>11.3f}" if e in res else f"{'-':>11}" for e in est)
+            tail = (f"{sn['b_star']:>8.3f}{sn['mean_reward']:>8.3f}"
+                    f"{sn['score_norm2_correct'] / max(sn['score_norm2_wrong'], 1e-12):>15.2f}"
+                    if layout == "group" else "")
+            lines.append(f"{r['label']:<34}{r['accuracy']:>6.3f}{tag:>8}{cells}{tail}")
+    return "\n".join(lines)

@@ -70,3 +70,17 @@ def test_run_comparison_rejects_bad_budget():
         run_comparison("cpu", budget="tokens")
     with pytest.raises(ValueError, match="unknown algorithms"):
         run_comparison("cpu", algorithms=("dpo",))
+
+
+def test_variance_study_small():
+    from grpo_edu.compare import format_variance_study, run_variance_study
+
+    p = get_preset("cpu", prompts_per_step=2)
+    study = run_variance_study(p, targets=(0.26,), n_batches=2, critic_steps=2, max_steps=1,
+                               mixed_digits=None, progress=False)
+    assert [r["label"] for r in study["rows"]] == ["reference", "REINFORCE to 26%"]
+    text = format_variance_study(study)
+    assert "2x8" in text and "16x1" in text and "b*" in text
+    for r in study["rows"]:
+        assert r["group"]["group_norm"]["relative_variance"] > 0
+        assert "group_norm" not in r["distinct"]  # needs groups

@@ -90,3 +90,24 @@ def test_grade_command_line_errors(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["hw1", "no/such/file.py"])
     assert exc.value.code == 2 and "no such submission file" in capsys.readouterr().err
+
+
+def test_starter_experiments_run_with_the_solution(monkeypatch):
+    """The experiment helpers of each starter run (tiny budgets) once the functions exist."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    mods = {}
+    for hw in HOMEWORKS:
+        starter, solution = load_module(STARTERS[hw]), load_module(SOLUTIONS[hw])
+        for name in starter.__all__:
+            setattr(starter, name, getattr(solution, name))
+        mods[hw] = starter
+    tiny = dict(sequences_per_step=32)
+    assert len(mods["hw1"].maze_experiment(steps=2)["success"]) == 2
+    assert len(mods["hw1"].arithmetic_experiment(steps=1, **tiny).steps) == 1
+    for baseline in ("critic", "running_mean"):
+        assert len(mods["hw2"].training_experiment(baseline, steps=1, **tiny).steps) == 1
+    runs = mods["hw3"].clip_ablation(eps_values=(0.2,), steps=1, seeds=(0,), **tiny)
+    assert list(runs) == ["eps=0.2"] and len(runs["eps=0.2"][0].steps) == 1
+    runs = mods["hw4"].experiment("loss_type", ("sequence_mean", "constant"), steps=1, seeds=(0,), **tiny)
+    assert list(runs) == ["loss_type=sequence_mean", "loss_type=constant"]
+    mods["hw4"].plot_metrics(runs, keys=("reward", "completion_length"))

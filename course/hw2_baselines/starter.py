@@ -126,14 +126,15 @@ def training_experiment(baseline: str = "critic", steps: int = 300, sequences_pe
                      sequences_per_step=sequences_per_step, seed=seed)  # fmt: skip
 
 
-def variance_experiment(n_batches: int = 16, seed: int = 0) -> dict:
+def variance_experiment(n_batches: int = 32, sequences: int = 256, seed: int = 0) -> dict:
     """Part E: the noise of each gradient estimator at the reference policy, measured by
-    grpo_edu.diagnostics.gradient_variance (raw G, batch mean, critic, optimal b*)."""
+    grpo_edu.diagnostics.gradient_variance (raw G, batch mean, critic, optimal b*) over
+    ``n_batches`` independent batches of ``sequences`` distinct problems."""
     preset = get_preset("cpu")
     task = make_task(preset)
     policy = reference_policy(preset, task=task)
     return gradient_variance(policy, task, estimators=("raw", "batch_mean", "critic", "optimal"),
-                             n_batches=n_batches, prompts_per_batch=128, group_size=1, seed=seed)  # fmt: skip
+                             n_batches=n_batches, prompts_per_batch=sequences, group_size=1, seed=seed)  # fmt: skip
 
 
 if __name__ == "__main__":
@@ -141,7 +142,9 @@ if __name__ == "__main__":
     for kind in ("running_mean", "critic"):
         hist = training_experiment(kind)
         print(f"baseline={kind}: accuracy {hist.initial_accuracy:.3f} -> {hist.final_accuracy:.3f}")
-    for name, stats in variance_experiment().items():
+    variance = variance_experiment()
+    for name, stats in variance.items():
         if not name.startswith("_"):
             print(f"{name:>10s}: relative variance {stats['relative_variance']:.2f}, "
                   f"cosine to raw {stats['cosine_to_raw']:.2f}")  # fmt: skip
+    print("critic explained variance:", variance["_meta"].get("critic_explained_variance"))
