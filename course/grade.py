@@ -75,10 +75,15 @@ class GradeReport:
     def summary(self) -> str:
         folder, title = HOMEWORKS[self.homework]
         lines = [f"{self.homework} ({title}): grading {self.submission}"]
+        previous = None
         for r in self.results:
             lines.append(f"  {TAGS.get(r.verdict, r.verdict):5s} {r.points if r.verdict == 'passed' else 0:>2}/{r.points:<2} {r.description}")
             if r.verdict != "passed" and r.message:
-                lines += [f"        {line}" for line in r.message.splitlines()]
+                if r.message == previous and "\n" in r.message:
+                    lines.append("        (the same message as above)")
+                else:
+                    lines += [f"        {line}" for line in r.message.splitlines()]
+            previous = r.message if r.verdict != "passed" else None
         counts = ", ".join(f"{self.count(v)} {v}" for v in TAGS if self.count(v))
         lines.append(f"score {self.score}/{self.total} points ({counts}) in {self.seconds:.1f} s")
         if not self.results:

@@ -12,8 +12,8 @@
 import gymnasium
 
 from envs.arithmetic import ArithmeticTask, Problem
-from envs.token_mdp import ArithmeticEnv
 from envs.maze import MazeEnv
+from envs.token_mdp import ArithmeticEnv
 
 __all__ = ["ArithmeticTask", "Problem", "ArithmeticEnv", "MazeEnv", "ARITHMETIC_ID", "MAZE_ID"]
 

@@ -84,6 +84,8 @@ class ArithmeticTask:
             differ in difficulty. Prompts are padded to ``max_digits = hi``.
         eval_size: how many held-out problems ``eval_problems()`` returns (>= 1).
         heldout_per_mille: how many problems in 1000 are held out (1..999).
+        reward_values: the training reward (wrong, right) that ``token_scores`` hands out,
+            (0, 1) by default; accuracy always counts a right answer as 1.
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class ArithmeticTask:
         mixed_digits: tuple[int, int] | None = None,
         eval_size: int = 500,
         heldout_per_mille: int = 100,
+        reward_values: tuple[float, float] = (0.0, 1.0),
     ):
         self.digits = _check_int("digits", digits, 1, MAX_DIGITS)
         self.ops: tuple[str, ...] = tuple(ops) if isinstance(ops, (str, list, tuple)) else ()
@@ -116,6 +119,14 @@ class ArithmeticTask:
         self.mixed_digits: tuple[int, int] | None = mixed_digits
         self.eval_size = _check_int("eval_size", eval_size, 1)
         self.heldout_per_mille = _check_int("heldout_per_mille", heldout_per_mille, 1, 999)
+        if (not isinstance(reward_values, (list, tuple)) or len(reward_values) != 2
+                or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in reward_values)
+                or not reward_values[1] > reward_values[0]):
+            raise ValueError(
+                f"reward_values must be a pair (wrong, right) of finite numbers with right > wrong, "
+                f"got {reward_values!r}"
+            )
+        self.reward_values = (float(reward_values[0]), float(reward_values[1]))
 
         self.tokenizer = CharTokenizer()
         self.max_digits = mixed_digits[1] if mixed_digits else self.digits
@@ -130,6 +141,7 @@ class ArithmeticTask:
             "mixed_digits": list(mixed_digits) if mixed_digits else None,
             "eval_size": self.eval_size,
             "heldout_per_mille": self.heldout_per_mille,
+            "reward_values": list(self.reward_values),
         }
         self._eval: list[Problem] | None = None
 
@@ -321,7 +333,10 @@ class ArithmeticTask:
         ``ok_t = 1[a_s == y_s and mask_s = 1 for all s <= t]``:
 
         - ``kind="outcome"``: ``r_t = R(q, a)`` at the last masked token, 0 elsewhere,
-          where ``R = ok_{K-1}`` is the outcome reward (0 for an all-zero mask row).
+          where ``R = ok_{K-1}`` is the outcome reward (0 for an all-zero mask row),
+          mapped to ``reward_values`` = (wrong, right), (0, 1) by default; (-1, 1) makes
+          plain REINFORCE push wrong answers down too. (Accuracy and ``rewards`` always
+          count right answers as 1 and wrong as 0.)
         - ``kind="process"``: ``r_t = ok_t / K``: credit for each correct token of the
           correct prefix. ``sum_t r_t`` is the fraction of the target written right from
           the start, and equals 1 (up to float rounding) exactly when ``R = 1``.
@@ -349,7 +364,8 @@ class ArithmeticTask:
         scores = torch.zeros(B, T, dtype=torch.float32, device=device)
         if T == 0:
             return scores
-        outcome = (ok.sum(dim=1) == K).float()
+        wrong, right = self.reward_values
+        outcome = wrong + (right - wrong) * (ok.sum(dim=1) == K).float()
         has = mask > 0
         last = T - 1 - has.flip(dims=[1]).long().argmax(dim=1)  # last masked position
         rows = torch.nonzero(has.any(dim=1)).squeeze(1)
@@ -362,4 +378,6 @@ class ArithmeticTask:
         """``[B]`` outcome rewards straight from completion token ids (mask derived from EOS)."""
         is_eos = (completion_ids == self.tokenizer.eos_id).long()
         mask = ((is_eos.cumsum(dim=1) - is_eos) == 0).float()  # 1 up to and including EOS
-        return self.token_scores(problems, completion_ids, mask, "outcome").sum(dim=1)
+        wrong, right = self.reward_values
+        scores = self.token_scores(problems, completion_ids, mask, "outcome").sum(dim=1)
+        return (scores - wrong) / (right - wrong)

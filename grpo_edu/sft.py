@@ -136,7 +136,8 @@ def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> 
     """Everything that determines the reference weights (the cache key)."""
     return {
         "format": FORMAT_VERSION,
-        "task": dict(task.config),
+        # the training reward does not change SFT: tasks that differ only in it share pi_ref
+        "task": {k: v for k, v in task.config.items() if k != "reward_values"},
         "model": model_config.to_dict(),
         "sft": asdict(sft_config),
     }

@@ -439,3 +439,18 @@ def test_maze_bad_layouts(layout, message):
 def test_maze_bad_parameters(kwargs, field):
     with pytest.raises(ValueError, match=field):
         MazeEnv(**kwargs)
+
+
+def test_reward_values_map_the_training_reward_not_the_accuracy():
+    task = ArithmeticTask(digits=2, reward_values=(-1.0, 1.0))
+    p = task.make_problem(23, 58)  # answer "18"
+    tok = task.tokenizer
+    ids = torch.tensor([tok.encode("18", add_eos=True), tok.encode("17", add_eos=True)])
+    mask = torch.ones(2, 3)
+    scores = task.token_scores([p, p], ids, mask)
+    assert scores.tolist() == [[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]]
+    assert task.rewards([p, p], ["18", "17"]).tolist() == [1.0, 0.0]  # accuracy stays 0/1
+    assert task.rewards_from_ids([p, p], ids).tolist() == [1.0, 0.0]
+    assert task.config["reward_values"] == [-1.0, 1.0]
+    with pytest.raises(ValueError, match="reward_values"):
+        ArithmeticTask(reward_values=(1.0, 0.0))
