@@ -61,11 +61,9 @@ def pytest_runtest_makereport(item, call):
         doc = (getattr(item.function, "__doc__", None) or item.name).strip().splitlines()[0]
         if hasattr(item, "callspec"):
             doc += f" [{item.callspec.id}]"
-        report.user_properties += [
-            ("points", points),
-            ("verdict", verdict(report, call.excinfo)),
-            ("description", doc),
-        ]
+        props = [("points", points), ("verdict", verdict(report, call.excinfo)), ("description", doc)]
+        report.user_properties += props
+        item.user_properties += props  # -> the teardown report, which --junitxml writes out
     return report
 
 
@@ -106,7 +104,7 @@ def task(preset):
 
 @pytest.fixture(scope="session")
 def reference(preset, task):
-    """The SFT warm start (trained once, ~15 s, then loaded from the cache)."""
+    """The SFT warm start (trained once, then loaded from the cache)."""
     from grpo_edu import reference_policy
 
     return reference_policy(preset, task=task, progress=False)

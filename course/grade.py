@@ -117,7 +117,7 @@ class _Collector:
 
     def pytest_runtest_logreport(self, report):
         props = dict(report.user_properties)
-        if "verdict" not in props:
+        if "verdict" not in props or (report.when == "teardown" and not report.failed):
             return
         verdict = props["verdict"]
         prev = self.results.get(report.nodeid)

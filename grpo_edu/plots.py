@@ -101,6 +101,7 @@ def _check_x(x: str, allowed=("samples", "seconds", "step")) -> None:
 def _smooth(y: np.ndarray, window: int) -> np.ndarray:
     """Centred moving average that ignores NaN and shrinks its window at the ends."""
     ok = ~np.isnan(y)
+    window = max(1, min(int(window), len(y)))  # np.convolve "same" returns max(len, window) values
     k = np.ones(window)
     num = np.convolve(np.where(ok, y, 0.0), k, mode="same")
     den = np.convolve(ok.astype(float), k, mode="same")

@@ -141,3 +141,25 @@ def test_practitioner_names():
     assert PPO().config.kl_placement == "reward"  # PPO for LMs: KL penalty in the reward
     with pytest.raises(ValueError, match="unknown algorithm"):
         make_algorithm("dpo")
+
+
+def test_plug_reaches_the_algorithms(task, tiny_policy):
+    """grpo_edu.plug swaps a functional-core function everywhere the library uses it."""
+    import grpo_edu
+
+    original = Fn.kl_penalized_rewards
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    ro, scores = _batch(task, tiny_policy, G=4)
+    algo = GRPO(group_size=4, kl_placement="reward", beta=0.1).setup(tiny_policy, copy.deepcopy(tiny_policy))
+    with grpo_edu.plug(kl_penalized_rewards=spy):
+        algo.prepare(ro, scores)
+    assert calls == [1]
+    assert Fn.kl_penalized_rewards is original  # restored
+    with pytest.raises(ValueError, match="not functions of grpo_edu.functional"):
+        with grpo_edu.plug(not_a_function=spy):
+            pass

@@ -184,3 +184,11 @@ def test_group_advantages():
     np.testing.assert_allclose(shown, np.sort(adv.numpy()), atol=1e-6)  # every A_i, once
     with pytest.raises(ValueError, match="group_size"):
         plots.plot_group_advantages(r, 5, adv)
+
+
+def test_smoothing_window_longer_than_the_run():
+    from grpo_edu.plots import _smooth
+
+    y = np.array([1.0, 2.0, 3.0])
+    assert _smooth(y, 10).shape == (3,)
+    np.testing.assert_allclose(_smooth(y, 1), y)

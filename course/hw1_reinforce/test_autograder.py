@@ -26,7 +26,7 @@ from grpo_edu.maze_pg import train_maze
 # Training checks. MEASURED on the cpu preset (reference at 26% held-out), seeds 0-3,
 # 128 sequences/step: the mean sampled reward rose by +0.052 .. +0.120 from the first 20
 # to the last 20 of 60 steps (~2.5 s of training).
-STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 60, 20, 0.02, 128, 10
+STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 60, 20, 0.02, 128, 5
 # The maze (40 steps x 8 episodes, seeds 0-3): success 0.3-0.5 -> 1.0 and mean episode
 # length 41-45 -> 11-12 steps from the first 10 steps to the last 10.
 MAZE = dict(gamma=0.95, steps=40, episodes_per_step=8, seed=0, progress=False)

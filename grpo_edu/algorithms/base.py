@@ -176,10 +176,12 @@ class Algorithm:
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")
-            log_ratio_est = Fn.kl_estimate(old_logp, ref_logp, cfg.kl_kind) * rollout.mask
-            # r_t = r_phi(q, a_<=t) - beta * KL_t (k1: beta * log pi/pi_ref)
-            scores = scores - cfg.beta * log_ratio_est
-            rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
+            if cfg.kl_kind == "k1":  # the derivation: r_t = r_phi(q, a_<=t) - beta log(pi/pi_ref)
+                scores, rewards = Fn.kl_penalized_rewards(scores, old_logp, ref_logp, rollout.mask, cfg.beta)
+            else:  # the same with another estimator of the per-token KL in place of k1
+                kl = Fn.kl_estimate(old_logp, ref_logp, cfg.kl_kind) * rollout.mask
+                scores = (scores - cfg.beta * kl) * rollout.mask
+                rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
         batch = Batch(rollout, scores, rewards, mask, old_logp, ref_logp)
         batch.stats = {}
         adv = self.advantages(batch)
