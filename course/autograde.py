@@ -192,3 +192,16 @@ def baseline_algorithm(baseline_advantages, **config):
             return baseline_advantages(returns, baseline, batch.rollout.mask)
 
     return StudentBaseline(**config)
+
+
+# -- inputs shared by the autograders --------------------------------------------------
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def random_mask(B, T, seed=0):
+    """Rows of random lengths 1..T (one row of each extreme), ones first then zeros."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (B,), generator=g)
+    lengths[0], lengths[-1] = 1, T
+    return (torch.arange(T)[None, :] < lengths[:, None]).float()

@@ -20,6 +20,12 @@ from course.autograde import (
     grad_of,
     train_with,
 )
+from course.autograde import (
+    randn as _rand,
+)
+from course.autograde import (
+    random_mask as _mask,
+)
 from grpo_edu import make_algorithm, plug
 from grpo_edu.maze_pg import train_maze
 
@@ -32,16 +38,6 @@ STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 60, 20, 0.02, 128, 5
 MAZE = dict(gamma=0.95, steps=40, episodes_per_step=8, seed=0, progress=False)
 
 
-def _rand(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def _mask(B, T, seed=0):
-    """Rows of random lengths 1..T (one row of each extreme), ones first then zeros."""
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    lengths[0], lengths[-1] = 1, T
-    return (torch.arange(T)[None, :] < lengths[:, None]).float()
 
 
 def _plugs(sub):

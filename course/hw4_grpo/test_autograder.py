@@ -20,6 +20,12 @@ from course.autograde import (
     check_same_history,
     grad_of,
     train_with,
+)
+from course.autograde import (
+    randn as _rand,
+)
+from course.autograde import (
+    random_mask as _mask,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -33,15 +39,6 @@ CONFIG = dict(group_size=4)
 STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 40, 10, 0.02, 256, 6
 
 
-def _rand(*shape, seed=0, dtype=torch.float32):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
-
-
-def _mask(B, T, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, T + 1, (B,), generator=g)
-    lengths[0], lengths[-1] = 1, T
-    return (torch.arange(T)[None, :] < lengths[:, None]).float()
 
 
 def _probe(sub):
