@@ -238,7 +238,7 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
                title=k.replace("_", " "))  # fmt: skip
         ax.margins(y=0.15)
         if grouped:
-            ax.legend(title="snapshot", loc="best")
+            ax.legend(title="snapshot", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle("Gradient estimators at a fixed policy")
     return fig
 
