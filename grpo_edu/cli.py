@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="generation speed, step time and memory per algorithm")
     _common(b)
     b.add_argument("--json", default=None, help="also write the numbers to this file")
+    b.add_argument("--memory-sweep", action="store_true",
+                   help="also the PPO/GRPO peak-memory ratio from a small to a 25M-parameter model")
     w = sub.add_parser("sweep", help="learning rate x seed for each algorithm (is the comparison fair?)")
     _common(w)
     w.add_argument("--steps", type=int, default=40)
@@ -117,6 +119,12 @@ def main(argv=None) -> int:
 
         res = run_bench(preset, seed=args.seed, progress=progress)
         print(format_bench(res))
+        if args.memory_sweep:
+            from .compare import format_memory_sweep
+            from .diagnostics import memory_sweep
+
+            res["memory_sweep"] = memory_sweep(preset=preset, progress=progress)
+            print(format_memory_sweep(res["memory_sweep"]))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)

@@ -102,10 +102,10 @@ def _measure(out, preset, task, reference, seed, variance_batches, progress, alg
         row = out["algorithms"][a]
         row["relative_variance"] = var[ESTIMATOR_OF[a]]["relative_variance"]
         row["mean_cosine"] = var[ESTIMATOR_OF[a]]["mean_cosine"]
-        row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 2**20
-        row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 2**20
+        row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 1e6
+        row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 1e6
         row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak
-        row["analytic_mb"] = mem[a]["analytic_total"] / 2**20
+        row["analytic_mb"] = mem[a]["analytic_total"] / 1e6
 
 
 def format_table(result: dict) -> str:
@@ -203,9 +203,9 @@ def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, p
         rows[a] = {"seconds_per_step": cost["seconds_per_step"], "generation_seconds": cost["generation_seconds"],
                    "update_seconds": cost["update_seconds"], "updates_per_step": cost["updates_per_step"],
                    "passes_per_update": cost["passes_per_update"],
-                   "peak_step_mb": mem["measured_peak_step"] / 2**20,
-                   "peak_with_rollout_mb": (mem["measured_peak_with_rollout"] or math.nan) / 2**20,
-                   "analytic_mb": mem["analytic_total"] / 2**20, "memory_method": mem["method"]}
+                   "peak_step_mb": mem["measured_peak_step"] / 1e6,
+                   "peak_with_rollout_mb": (mem["measured_peak_with_rollout"] or math.nan) / 1e6,
+                   "analytic_mb": mem["analytic_total"] / 1e6, "memory_method": mem["method"]}
     dev = torch.cuda.get_device_name() if preset.device.startswith("cuda") else _cpu_name()
     return {"preset": preset.name, "device": dev, "threads": torch.get_num_threads(),
             "torch": torch.__version__, "generation": gen, "algorithms": rows}
@@ -363,4 +363,17 @@ def format_variance_study(study: dict) -> str:
                     f"{sn['score_norm2_correct'] / max(sn['score_norm2_wrong'], 1e-12):>15.2f}"
                     if layout == "group" else "")
             lines.append(f"{r['label']:<34}{r['accuracy']:>6.3f}{tag:>8}{cells}{tail}")
+    return "\n".join(lines)
+
+
+def format_memory_sweep(rows) -> str:
+    """The PPO/GRPO peak step memory from activation-dominated to parameter-dominated."""
+    lines = ["PPO (policy + critic + reference) vs GRPO (policy + reference), one training step, fp32",
+             f"{'model':<12}{'params':>12}{'batch':>7}{'PPO MB':>9}{'GRPO MB':>9}{'ratio':>7}"
+             f"{'analytic':>9}"]
+    for r in rows:
+        lines.append(f"{'d' + str(r['d_model']) + ' L' + str(r['n_layers']):<12}{r['params']:>12,}"
+                     f"{r['batch_size']:>7}{r['ppo_measured'] / 1e6:>9.1f}{r['grpo_measured'] / 1e6:>9.1f}"
+                     f"{r['ratio_measured']:>7.2f}{r['ratio_analytic']:>9.2f}")
+    lines.append("limit when parameters dominate: (16P policy + 4P reference + 16P critic) / 20P = 1.8")
     return "\n".join(lines)

@@ -84,3 +84,12 @@ def test_variance_study_small():
     for r in study["rows"]:
         assert r["group"]["group_norm"]["relative_variance"] > 0
         assert "group_norm" not in r["distinct"]  # needs groups
+
+
+def test_format_memory_sweep():
+    from grpo_edu.compare import format_memory_sweep
+
+    row = {"d_model": 64, "n_layers": 2, "params": 101_952, "batch_size": 512, "ppo_measured": 30.3e6,
+           "grpo_measured": 28.6e6, "ratio_measured": 30.3 / 28.6, "ratio_analytic": 1.06}
+    text = format_memory_sweep([row])
+    assert "d64 L2" in text and "101,952" in text and "1.06" in text and "30.3" in text
