@@ -91,11 +91,14 @@ def expand(problems: list, group_size: int) -> list:
     return [p for p in problems for _ in range(group_size)]
 
 
-def collect(policy, task, algorithm, n_prompts: int, rng, generator, reward_kind="outcome"):
+def collect(policy, task, algorithm, n_prompts: int, rng, generator, reward_kind="outcome",
+            info: dict | None = None):
     """Sample a rollout and score it: ``(rollout, scores [B, T], problems [B])``.
 
     With ``dynamic_sampling`` (DAPO) groups whose rewards are all equal are dropped and more
     are sampled, up to ``max_resample`` extra rounds, until ``n_prompts`` groups carry signal.
+    ``info["generated"]`` (if a dict is passed) receives the number of completions sampled,
+    kept or not: the cost.
     """
     cfg = algorithm.config
     G = cfg.group_size
@@ -108,6 +111,8 @@ def collect(policy, task, algorithm, n_prompts: int, rng, generator, reward_kind
                       generator=generator, tokenizer=task.tokenizer)
         rep = expand(problems, G)
         scores = task.token_scores(rep, ro.completion_ids, ro.mask, kind=reward_kind).to(ro.mask.device)
+        if info is not None:
+            info["generated"] = info.get("generated", 0) + ro.batch_size
         if not dynamic:
             return ro, scores, rep
         keep = algorithm.keep_groups(scores.sum(dim=1))
@@ -148,6 +153,8 @@ def train(
 
     Budget: ``steps`` (default the preset's), or ``seconds`` of training wall time, or
     ``samples`` sampled completions, whichever ends first; ``target_accuracy`` stops early.
+    ``samples`` counts every generated completion (with dynamic sampling, also the ones
+    dropped); ``samples_trained`` counts those the update saw.
     Every algorithm sees ``sequences_per_step`` completions per step (the preset's
     prompts x group_size), so a REINFORCE step (512 prompts x 1) and a GRPO step (64
     prompts x 8) cost the same generation. Same seed, same history on the same machine.
@@ -182,7 +189,7 @@ def train(
     algorithm.setup(policy, reference, generator=torch.Generator().manual_seed(seed + 1))
     hist = History(name or algorithm.name, {"algorithm": algorithm.name, **algorithm.config.to_dict(),
                                             "sequences_per_step": seq_per_step, "seed": seed})
-    n_samples, t_train = 0, 0.0
+    n_samples, n_trained, t_train = 0, 0, 0.0
 
     def do_eval(step):
         acc = evaluate(policy, task)
@@ -204,7 +211,8 @@ def train(
             break
         step += 1
         t0 = time.perf_counter()
-        ro, scores, _ = collect(policy, task, algorithm, n_prompts, rng, generator, reward_kind)
+        info = {}
+        ro, scores, _ = collect(policy, task, algorithm, n_prompts, rng, generator, reward_kind, info)
         try:
             stats = algorithm.update(ro, scores)
         except FloatingPointError as exc:
@@ -212,9 +220,10 @@ def train(
         if device.type == "cuda":
             torch.cuda.synchronize()
         t_train += time.perf_counter() - t0
-        n_samples += ro.batch_size
+        n_samples += info["generated"]
+        n_trained += ro.batch_size
         rewards = scores.sum(dim=1)
-        record = {"step": step, "samples": n_samples, "seconds": t_train,
+        record = {"step": step, "samples": n_samples, "samples_trained": n_trained, "seconds": t_train,
                   "reward": float(rewards.mean()), "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0}
         record.update({k: v for k, v in stats.items() if isinstance(v, (int, float))})
         hist.steps.append(record)

@@ -55,7 +55,9 @@ def test_dynamic_sampling_fills_with_informative_groups(reference, task, cpu_pre
               progress=False)
     # every group that reached the update had rewards that differ
     assert all(s["frac_reward_zero_std"] == 0.0 for s in h.steps)
-    assert h.steps[0]["samples"] <= 128
+    assert h.steps[0]["samples_trained"] <= 128 <= h.steps[0]["samples"]  # generated counts the dropped
+    plain = _run("grpo", reference, task, cpu_preset, steps=1, sequences_per_step=128)
+    assert plain.steps[0]["samples"] == plain.steps[0]["samples_trained"] == 128
 
 
 def test_non_finite_loss_names_step_and_quantity(reference, task, cpu_preset):
