@@ -88,20 +88,34 @@ def run_comparison(preset="cpu", seed: int = 0, budget: str = "samples", steps: 
 
 
 def _measure(out, preset, task, reference, seed, variance_batches, progress, algorithms, critic_steps):
+    """Variance of each method's estimator in the layout that method trains with (REINFORCE,
+    baseline, PPO: prompts x 1; GRPO: prompts x G), one critic shared by both layouts; and
+    the memory of one step."""
     est = [ESTIMATOR_OF[a] for a in algorithms]
+    critic = None
+    if {"critic", "gae"} & set(est):
+        critic, fit = diagnostics.fit_critic(reference, task, steps=critic_steps, seed=seed + 1,
+                                             progress=progress)
+    kw = dict(n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step,
+              group_size=preset.group_size, seed=seed, progress=progress, critic=critic)
     var = diagnostics.gradient_variance(
-        reference, task, estimators=tuple(dict.fromkeys(est + ["batch_mean", "group_mean"])),
-        n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step,
-        group_size=preset.group_size, seed=seed, progress=progress, critic_steps=critic_steps)
-    out["gradient_variance"] = {k: v for k, v in var.items()}
+        reference, task, estimators=tuple(dict.fromkeys(est + ["batch_mean", "group_mean"])), **kw)
+    if critic is not None:
+        var["_meta"]["critic_explained_variance"] = fit["explained_variance"]
+    out["gradient_variance"] = var  # all estimators on the same prompts x G batches
+    solo = [e for e in est if e not in diagnostics.GROUP_ESTIMATORS]
+    var_distinct = (diagnostics.gradient_variance(reference, task, estimators=tuple(solo), layout="distinct", **kw)
+                    if solo else {})
+    out["gradient_variance_distinct"] = var_distinct  # the same number of sequences, prompts x 1
+    own = {e: (var_distinct if e in var_distinct else var)[e] for e in est}
     mem = {a: diagnostics.step_memory(a, preset=preset, batch_size=preset.sequences_per_step,
                                       seed=seed) for a in algorithms}
     out["memory"] = mem
     grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
     for a in algorithms:
         row = out["algorithms"][a]
-        row["relative_variance"] = var[ESTIMATOR_OF[a]]["relative_variance"]
-        row["mean_cosine"] = var[ESTIMATOR_OF[a]]["mean_cosine"]
+        row["relative_variance"] = own[ESTIMATOR_OF[a]]["relative_variance"]
+        row["mean_cosine"] = own[ESTIMATOR_OF[a]]["mean_cosine"]
         row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 1e6
         row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 1e6
         row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak
