@@ -23,7 +23,7 @@ import torch
 from .evaluation import evaluate
 from .rollout import Rollout, generate
 
-METRICS = (
+METRICS = (  # per-step names, as training logs (TRL, verl) call them; value_loss only with a critic
     "reward", "reward_std", "kl", "entropy", "clip_ratio", "completion_length",
     "frac_reward_zero_std", "grad_norm", "value_loss",
 )

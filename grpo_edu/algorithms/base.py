@@ -14,7 +14,7 @@ A subclass writes ``advantages(batch)`` and ``loss(batch, idx)``; everything els
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -284,7 +284,3 @@ class Algorithm:
         if batch.ref_logp is not None:
             stats["kl"] = float(Fn.masked_mean(Fn.kl_estimate(batch.old_logp, batch.ref_logp, "k3"), r.mask))
         return stats
-
-
-def config_fields(config) -> list[str]:
-    return [f.name for f in fields(config)]
