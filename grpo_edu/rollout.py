@@ -93,16 +93,6 @@ class Rollout:
         )
 
 
-def _decode(ids: list[int], eos_id: int, vocab: list[str] | None) -> str:
-    out = []
-    for i in ids:
-        if i == eos_id:
-            break
-        if vocab is not None and i > 2:
-            out.append(vocab[i])
-    return "".join(out)
-
-
 @torch.no_grad()
 def generate(
     model: nn.Module,
@@ -188,8 +178,7 @@ def generate(
 
     completion = torch.stack(tokens, dim=1)
     mask = torch.stack(alive_mask, dim=1)
-    vocab = tokenizer.vocab if tokenizer is not None else None
-    texts = [_decode(row, eos_id, vocab) for row in completion.tolist()] if vocab else [""] * B
+    texts = [tokenizer.decode(row) for row in completion.tolist()] if tokenizer is not None else [""] * B
     return Rollout(
         prompt_ids=prompts,
         completion_ids=completion,

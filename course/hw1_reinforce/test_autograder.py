@@ -18,13 +18,9 @@ from course.autograde import (
     check_no_grad,
     check_same_history,
     grad_of,
+    randn,
+    random_mask,
     train_with,
-)
-from course.autograde import (
-    randn as _rand,
-)
-from course.autograde import (
-    random_mask as _mask,
 )
 from grpo_edu import make_algorithm, plug
 from grpo_edu.maze_pg import train_maze
@@ -75,7 +71,7 @@ def test_discounted_returns_by_hand(submission):
 @pytest.mark.parametrize("gamma", [0.0, 0.5, 0.9, 1.0], ids=lambda g: f"gamma={g}")
 def test_discounted_returns_matches_library(submission, gamma):
     """discounted_returns: random rewards and ragged masks, as grpo_edu.functional"""
-    rewards, mask = _rand(6, 9, seed=1), _mask(6, 9, seed=2)
+    rewards, mask = randn(6, 9, seed=1), random_mask(6, 9, seed=2)
     got = submission.discounted_returns(rewards, mask, gamma)
     check_close(got, Fn.discounted_returns(rewards, mask, gamma),
                 f"discounted_returns(random [6, 9] rewards, ragged mask, gamma={gamma})")  # fmt: skip
@@ -86,11 +82,11 @@ def test_discounted_returns_edge_cases(submission):
     """discounted_returns: one step, an empty row, a bool mask, float64"""
     got = submission.discounted_returns(torch.tensor([[2.0]]), torch.tensor([[1.0]]), 0.9)
     check_close(got, torch.tensor([[2.0]]), "discounted_returns with T = 1")
-    r, m = _rand(3, 4, seed=3), torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
+    r, m = randn(3, 4, seed=3), torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)
     got = submission.discounted_returns(r, m, 0.7)
     check_close(got, Fn.discounted_returns(r, m, 0.7),
                 "discounted_returns with a bool mask and an all-padding row (its returns are all 0)")  # fmt: skip
-    r64, m64 = _rand(4, 5, seed=4, dtype=torch.float64), _mask(4, 5, seed=5).double()
+    r64, m64 = randn(4, 5, seed=4, dtype=torch.float64), random_mask(4, 5, seed=5).double()
     got = submission.discounted_returns(r64, m64, 0.99)
     check_close(got, Fn.discounted_returns(r64, m64, 0.99), "discounted_returns in float64", rtol=1e-9, atol=1e-12)
 
@@ -101,11 +97,11 @@ def test_discounted_returns_edge_cases(submission):
 @pytest.mark.graded(points=2)
 def test_policy_gradient_loss_values(submission):
     """policy_gradient_loss: values for [B] and [B, T] advantages, as grpo_edu.functional"""
-    logp = -_rand(4, 6, seed=6).abs()
+    logp = -randn(4, 6, seed=6).abs()
     got = submission.policy_gradient_loss(logp, torch.tensor([1.0, 0.0, -2.0, 0.5]))
     check_close(got, Fn.policy_gradient_loss(logp, torch.tensor([1.0, 0.0, -2.0, 0.5])),
                 "policy_gradient_loss(logp [4, 6], advantages [4] = [1, 0, -2, 0.5]) (broadcast over T)")  # fmt: skip
-    adv = _rand(4, 6, seed=7)
+    adv = randn(4, 6, seed=7)
     got = submission.policy_gradient_loss(logp, adv)
     check_close(got, Fn.policy_gradient_loss(logp, adv), "policy_gradient_loss(logp [4, 6], advantages [4, 6])")
     got = submission.policy_gradient_loss(torch.tensor([[-0.5, -2.0]]), torch.tensor([3.0]))
@@ -115,7 +111,7 @@ def test_policy_gradient_loss_values(submission):
 @pytest.mark.graded(points=2)
 def test_policy_gradient_loss_gradient(submission):
     """policy_gradient_loss: d loss / d logp = -A, and no gradient into the advantages"""
-    logp, adv = -_rand(3, 5, seed=8).abs(), _rand(3, seed=9)
+    logp, adv = -randn(3, 5, seed=8).abs(), randn(3, seed=9)
     g_logp, g_adv = grad_of(submission.policy_gradient_loss, logp, adv)
     assert g_logp is not None, "policy_gradient_loss: no gradient flowed into logp (did you detach it?)"
     check_close(g_logp, -adv[:, None].expand(3, 5), "d sum(policy_gradient_loss) / d logp (should be -A_t)")

@@ -20,13 +20,9 @@ from course.autograde import (
     check_no_grad,
     check_same_history,
     grad_of,
+    randn,
+    random_mask,
     train_with,
-)
-from course.autograde import (
-    randn as _rand,
-)
-from course.autograde import (
-    random_mask as _mask,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -67,7 +63,7 @@ def test_masked_mean_by_hand(submission):
 @pytest.mark.parametrize("dim", [None, 0, 1, -1], ids=lambda d: f"dim={d}")
 def test_masked_mean_matches_library(submission, dim):
     """masked_mean: random values, a bool mask, as grpo_edu.functional"""
-    x, m = _rand(5, 7, seed=1), _mask(5, 7, seed=2).bool()
+    x, m = randn(5, 7, seed=1), random_mask(5, 7, seed=2).bool()
     check_close(submission.masked_mean(x, m, dim=dim), Fn.masked_mean(x, m, dim=dim),
                 f"masked_mean(random [5, 7], bool mask, dim={dim})")  # fmt: skip
 
@@ -94,7 +90,7 @@ def test_baseline_advantages_by_hand(submission):
 @pytest.mark.graded(points=2)
 def test_baseline_advantages_random_and_detached(submission):
     """baseline_advantages: random G, V and masks; no gradient into G or the baseline"""
-    G, V, m = _rand(6, 5, seed=3), _rand(6, 5, seed=4), _mask(6, 5, seed=5)
+    G, V, m = randn(6, 5, seed=3), randn(6, 5, seed=4), random_mask(6, 5, seed=5)
     check_close(submission.baseline_advantages(G, V, m), (G - V) * m, "baseline_advantages(random G, V, ragged mask)")
     g_G, g_V = grad_of(lambda g, v: submission.baseline_advantages(g, v, m), G, V)
     check_no_grad(g_G, "returns", "baseline_advantages")
@@ -111,7 +107,7 @@ def test_value_loss_values(submission):
     m = torch.tensor([[1.0, 1.0, 0.0]])
     check_float(submission.value_loss(V, R, m), 0.5 * (0.25 + 1.0) / 2,
                 "value_loss(V=[[0.5, 0, 7]], R=[[1, 1, 0]], m=[[1, 1, 0]]) = 1/2 (0.5^2 + 1^2) / 2")  # fmt: skip
-    V, R, m = _rand(6, 5, seed=6), _rand(6, 5, seed=7), _mask(6, 5, seed=8)
+    V, R, m = randn(6, 5, seed=6), randn(6, 5, seed=7), random_mask(6, 5, seed=8)
     got = submission.value_loss(V, R, m)
     check_close(got, Fn.value_loss(V, R, m), "value_loss(random [6, 5], ragged mask)")
 
@@ -120,7 +116,7 @@ def test_value_loss_values(submission):
 @pytest.mark.parametrize("clip", [0.0, 0.2, 10.0], ids=lambda c: f"clip={c}")
 def test_value_loss_clipped(submission, clip):
     """value_loss with clip: values and gradient, as grpo_edu.functional"""
-    V, R, V_old, m = _rand(6, 5, seed=9), _rand(6, 5, seed=10), _rand(6, 5, seed=11), _mask(6, 5, seed=12)
+    V, R, V_old, m = randn(6, 5, seed=9), randn(6, 5, seed=10), randn(6, 5, seed=11), random_mask(6, 5, seed=12)
     got = submission.value_loss(V, R, m, old_values=V_old, clip=clip)
     check_close(got, Fn.value_loss(V, R, m, old_values=V_old, clip=clip),
                 f"value_loss(random, old_values=random, clip={clip})")  # fmt: skip
@@ -135,7 +131,7 @@ def test_value_loss_clipped(submission, clip):
 @pytest.mark.graded(points=2)
 def test_value_loss_gradient_and_edges(submission):
     """value_loss: d L / d V = (V - R) m / n, no gradient into R; an empty mask gives 0"""
-    V, R, m = _rand(4, 6, seed=13), _rand(4, 6, seed=14), _mask(4, 6, seed=15)
+    V, R, m = randn(4, 6, seed=13), randn(4, 6, seed=14), random_mask(4, 6, seed=15)
     g_V, g_R = grad_of(lambda v, r: submission.value_loss(v, r, m), V, R)
     assert g_V is not None, "value_loss: no gradient flowed into values"
     check_close(g_V, (V - R) * m / m.sum(), "d value_loss / d values (should be (V - R) m / sum(m))")

@@ -19,13 +19,9 @@ from course.autograde import (
     check_no_grad,
     check_same_history,
     grad_of,
+    randn,
+    random_mask,
     train_with,
-)
-from course.autograde import (
-    randn as _rand,
-)
-from course.autograde import (
-    random_mask as _mask,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -81,7 +77,7 @@ def test_gae_by_hand(submission):
                          ids=["gamma=1,lam=1", "gamma=1,lam=0.95", "gamma=0.9,lam=0", "gamma=0.99,lam=0.5"])
 def test_gae_matches_library(submission, gamma, lam):
     """gae: random rewards, values and ragged masks, as grpo_edu.functional"""
-    r, V, m = _rand(6, 7, seed=1), _rand(6, 7, seed=2), _mask(6, 7, seed=3)
+    r, V, m = randn(6, 7, seed=1), randn(6, 7, seed=2), random_mask(6, 7, seed=3)
     out = submission.gae(r, V, m, gamma, lam)
     assert isinstance(out, tuple) and len(out) == 2, f"gae should return (advantages, returns), got {type(out).__name__}"
     A_lib, R_lib = Fn.gae(r, V, m, gamma, lam)
@@ -92,7 +88,7 @@ def test_gae_matches_library(submission, gamma, lam):
 @pytest.mark.graded(points=1)
 def test_gae_targets_are_detached(submission):
     """gae: advantages and returns are targets: no gradient into rewards or values"""
-    r, V, m = _rand(3, 4, seed=4), _rand(3, 4, seed=5), _mask(3, 4, seed=6)
+    r, V, m = randn(3, 4, seed=4), randn(3, 4, seed=5), random_mask(3, 4, seed=6)
     g_r, g_V = grad_of(lambda a, b: sum(submission.gae(a, b, m, 1.0, 0.9)), r, V)
     check_no_grad(g_r, "rewards", "gae")
     check_no_grad(g_V, "values", "gae (the critic learns from value_loss only)")
@@ -121,10 +117,10 @@ def test_clipped_surrogate_by_hand(submission):
 @pytest.mark.parametrize("per_token", [False, True], ids=["A[B]", "A[B,T]"])
 def test_clipped_surrogate_matches_library(submission, eps_low, eps_high, per_token):
     """clipped_surrogate_loss: random ratios and advantages, masked statistics, as grpo_edu"""
-    logp, old = -_rand(6, 5, seed=7).abs(), -_rand(6, 5, seed=8).abs()
+    logp, old = -randn(6, 5, seed=7).abs(), -randn(6, 5, seed=8).abs()
     old = logp + 0.4 * (old - logp)  # ratios between ~0.5 and ~2
-    adv = _rand(6, 5, seed=9) if per_token else _rand(6, seed=9)
-    m = _mask(6, 5, seed=10)
+    adv = randn(6, 5, seed=9) if per_token else randn(6, seed=9)
+    m = random_mask(6, 5, seed=10)
     what = f"clipped_surrogate_loss(random, eps_low={eps_low}, eps_high={eps_high}, advantages {list(adv.shape)})"
     loss, stats = submission.clipped_surrogate_loss(logp, old, adv, eps_low, eps_high, mask=m)
     lib_loss, lib_stats = Fn.clipped_surrogate_loss(logp, old, adv, eps_low, eps_high, mask=m)
@@ -135,8 +131,8 @@ def test_clipped_surrogate_matches_library(submission, eps_low, eps_high, per_to
 @pytest.mark.graded(points=2)
 def test_clipped_surrogate_gradient(submission):
     """clipped_surrogate_loss: gradient 0 on clipped tokens, -A at rho = 1, none into old_logp or A"""
-    logp, adv = -_rand(6, 5, seed=11).abs(), _rand(6, 5, seed=12)
-    old = logp + 0.5 * _rand(6, 5, seed=13)
+    logp, adv = -randn(6, 5, seed=11).abs(), randn(6, 5, seed=12)
+    old = logp + 0.5 * randn(6, 5, seed=13)
     g_logp, g_old, g_adv = grad_of(lambda a, b, c: submission.clipped_surrogate_loss(a, b, c, 0.2, 0.3)[0],
                                    logp, old, adv)  # fmt: skip
     (e_logp,) = grad_of(lambda a: Fn.clipped_surrogate_loss(a, old, adv, 0.2, 0.3)[0], logp)

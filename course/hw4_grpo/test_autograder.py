@@ -19,13 +19,9 @@ from course.autograde import (
     check_no_grad,
     check_same_history,
     grad_of,
+    randn,
+    random_mask,
     train_with,
-)
-from course.autograde import (
-    randn as _rand,
-)
-from course.autograde import (
-    random_mask as _mask,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -92,7 +88,7 @@ def test_group_advantages_matches_library(submission, scale, unbiased):
     g = torch.Generator().manual_seed(1)
     binary = (torch.rand(32, generator=g) < 0.3).float()
     binary[:8] = 1.0  # two all-equal groups
-    for rewards, kind in ((binary, "0/1"), (_rand(32, seed=2), "real-valued")):
+    for rewards, kind in ((binary, "0/1"), (randn(32, seed=2), "real-valued")):
         what = f"group_advantages({kind} rewards [32], G=4, scale={scale!r}, unbiased={unbiased})"
         adv, stats = submission.group_advantages(rewards, 4, scale=scale, eps=1e-4, unbiased=unbiased)
         lib_adv, lib_stats = Fn.group_advantages(rewards, 4, scale=scale, eps=1e-4, unbiased=unbiased)
@@ -127,7 +123,7 @@ def test_kl_penalized_rewards(submission):
     check_close(tok, torch.tensor([[-0.05, 0.0, 1.0 - 0.15], [0.0, 0.5, 0.0]]),
                 "kl_penalized_rewards(...) token rewards r_t = score_t - 0.5 (logp - ref_logp), 0 on padding")  # fmt: skip
     check_close(seq, torch.tensor([0.8, 0.5]), "kl_penalized_rewards(...) sequence rewards sum_t r_t")
-    s, lp, rf, mm = _rand(5, 6, seed=3), _rand(5, 6, seed=4), _rand(5, 6, seed=5), _mask(5, 6, seed=6)
+    s, lp, rf, mm = randn(5, 6, seed=3), randn(5, 6, seed=4), randn(5, 6, seed=5), random_mask(5, 6, seed=6)
     for beta in (0.0, 0.04, 1.0):
         tok, seq = submission.kl_penalized_rewards(s, lp, rf, mm, beta)
         lib_tok, lib_seq = Fn.kl_penalized_rewards(s, lp, rf, mm, beta)
@@ -161,7 +157,7 @@ def test_aggregate_loss_by_hand(submission):
 @pytest.mark.parametrize("mode", ["sequence_mean", "token_mean", "constant"])
 def test_aggregate_loss_gradient_weights(submission, mode):
     """aggregate_loss: the weight of each token (its gradient), as grpo_edu.functional"""
-    L, m = _rand(5, 6, seed=7), _mask(5, 6, seed=8)
+    L, m = randn(5, 6, seed=7), random_mask(5, 6, seed=8)
     check_close(submission.aggregate_loss(L, m, mode), Fn.aggregate_loss(L, m, mode), f"aggregate_loss(random [5, 6], {mode!r})")
     (got,) = grad_of(lambda x: submission.aggregate_loss(x, m, mode), L)
     (exp,) = grad_of(lambda x: Fn.aggregate_loss(x, m, mode), L)
