@@ -29,11 +29,16 @@ class ModelConfig:
     n_heads: int = 4  # attention heads; d_model must be divisible by it
     max_seq_len: int = 16  # context length: prompt + completion
     mlp_ratio: int = 4  # hidden width of the MLP = mlp_ratio * d_model
-    tie_embeddings: bool = True  # output head shares the token embedding matrix
+    tie_embeddings: bool = False  # output head shares the token embedding matrix (measured: slows RL)
+    head_bias: bool = False  # untied head only: a bias per vocabulary entry
+    scaled_residual_init: bool = False  # GPT-2: residual projections start at std 0.02/sqrt(2L)
 
     def __post_init__(self):
-        if not isinstance(self.tie_embeddings, bool):
-            raise ValueError(f"ModelConfig.tie_embeddings must be True or False, got {self.tie_embeddings!r}")
+        for name in ("tie_embeddings", "head_bias", "scaled_residual_init"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ModelConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.tie_embeddings and self.head_bias:
+            raise ValueError("ModelConfig.head_bias=True needs tie_embeddings=False (a tied head has no bias)")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_ratio"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -124,7 +129,7 @@ class Trunk(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.apply(self._init)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections
-            if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):
+            if cfg.scaled_residual_init and name.endswith(("proj.weight", "mlp.2.weight")):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * cfg.n_layers))
 
     @staticmethod
@@ -166,8 +171,10 @@ class TinyGPT(nn.Module):
         self.trunk = Trunk(self.config)
         self.head = None
         if not self.config.tie_embeddings:
-            self.head = nn.Linear(self.config.d_model, self.config.vocab_size, bias=False)
+            self.head = nn.Linear(self.config.d_model, self.config.vocab_size, bias=self.config.head_bias)
             nn.init.normal_(self.head.weight, 0.0, 0.02)
+            if self.head.bias is not None:
+                nn.init.zeros_(self.head.bias)
 
     def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         h = self.trunk(idx, cache)

@@ -156,11 +156,12 @@ def test_rss_fallback_sees_a_big_allocation():
 
 
 def test_step_memory_breakdown_by_hand_and_ppo_above_grpo():
-    # parameters of TINY (d=16, V=17, ctx=12, 1 layer, MLP 4d = 64, tied head):
+    # parameters of TINY (d=16, V=17, ctx=12, 1 layer, MLP 4d = 64, untied head without bias):
     emb = 17 * 16 + 12 * 16  # token + position embeddings
     block = 2 * (2 * 16) + (16 * 48 + 48) + (16 * 16 + 16) + (16 * 64 + 64) + (64 * 16 + 16)  # 2 LN, qkv, proj, MLP
-    P = emb + block + 2 * 16  # + final LayerNorm = 3776
-    P_critic = P + 16 + 1  # untied: scalar head instead
+    trunk = emb + block + 2 * 16  # + final LayerNorm = 3776
+    P = trunk + 17 * 16  # + output head = 4048
+    P_critic = trunk + 16 + 1  # the critic: the trunk and a scalar head
     grpo = D.step_memory("grpo", TINY, batch_size=32)
     ppo = D.step_memory("ppo", TINY, batch_size=32)
     b = grpo["breakdown"]

@@ -10,17 +10,34 @@ def test_shapes_and_parameter_count():
     x = torch.randint(0, 17, (3, 7))
     assert m(x).shape == (3, 7, 17)
     # hand count: embeddings 17*64 + 12*64; per block 2 LN (2*128) + qkv (64*192+192)
-    # + proj (64*64+64) + mlp (64*256+256 + 256*64+64); final LN 128; head tied (0)
+    # + proj (64*64+64) + mlp (64*256+256 + 256*64+64); final LN 128; untied head 64*17, no bias
     per_block = 2 * 128 + (64 * 192 + 192) + (64 * 64 + 64) + (64 * 256 + 256 + 256 * 64 + 64)
-    assert count_parameters(m) == 17 * 64 + 12 * 64 + 2 * per_block + 128
+    trunk = 17 * 64 + 12 * 64 + 2 * per_block + 128
+    assert count_parameters(m) == trunk + 64 * 17
     v = ValueModel(cfg)
     assert v(x).shape == (3, 7)
-    assert count_parameters(v) == count_parameters(m) + 64 + 1  # same trunk + scalar head
+    assert count_parameters(v) == trunk + 64 + 1  # same trunk + scalar head
 
 
-def test_untied_head_adds_a_matrix():
-    cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, tie_embeddings=False)
-    assert count_parameters(TinyGPT(cfg)) == count_parameters(TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2))) + 16 * 17
+def test_tied_head_and_head_bias():
+    small = dict(d_model=16, n_layers=1, n_heads=2)
+    untied = count_parameters(TinyGPT(ModelConfig(**small)))
+    tied = TinyGPT(ModelConfig(tie_embeddings=True, **small))
+    assert count_parameters(tied) == untied - 16 * 17  # the head is the token embedding
+    x = torch.randint(0, 17, (2, 5))
+    h = tied.trunk(x)
+    torch.testing.assert_close(tied(x), h @ tied.trunk.tok_emb.weight.T)
+    biased = TinyGPT(ModelConfig(head_bias=True, **small))
+    assert count_parameters(biased) == untied + 17 and torch.equal(biased.head.bias, torch.zeros(17))
+
+
+def test_residual_init_scaling():
+    cfg = dict(d_model=64, n_layers=8, n_heads=4)
+    torch.manual_seed(0)
+    plain = TinyGPT(ModelConfig(**cfg)).trunk.blocks[0].attn.proj.weight.std().item()
+    torch.manual_seed(0)
+    scaled = TinyGPT(ModelConfig(scaled_residual_init=True, **cfg)).trunk.blocks[0].attn.proj.weight.std().item()
+    assert abs(plain - 0.02) < 0.002 and abs(scaled - 0.02 / 4) < 0.0005  # 0.02 / sqrt(2 * 8)
 
 
 def test_causality(tiny_policy):
@@ -56,6 +73,7 @@ def test_critic_from_policy_copies_trunk(tiny_policy):
         (dict(n_layers=0), "n_layers"),
         (dict(vocab_size=-1), "vocab_size"),
         (dict(tie_embeddings="yes"), "tie_embeddings"),
+        (dict(tie_embeddings=True, head_bias=True), "head_bias"),
     ],
 )
 def test_bad_config(kwargs, match):

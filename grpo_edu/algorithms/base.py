@@ -64,6 +64,7 @@ class AlgorithmConfig:
     mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss
     temperature: float = 1.0  # sampling temperature of the rollouts
     warmup_steps: int = 0  # linear learning-rate warmup over this many optimizer updates
+    adam_betas: tuple = (0.9, 0.999)  # AdamW (beta1, beta2) (TRL adam_beta1, adam_beta2)
 
     def __post_init__(self):
         check_range(self, "lr", lo=0, lo_open=True)
@@ -139,7 +140,8 @@ class Algorithm:
             reference.eval()
             for p in reference.parameters():
                 p.requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.lr,
+                                           betas=tuple(self.config.adam_betas), weight_decay=0.0)
         w = self.config.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda u: min(1.0, (u + 1) / w) if w > 0 else 1.0

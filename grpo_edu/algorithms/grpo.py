@@ -41,7 +41,7 @@ class GRPOConfig(AlgorithmConfig):
     scale_rewards: str = "group"  # "group" | "batch" | "none" (Dr. GRPO), as TRL names it
     unbiased_std: bool = False  # std with 1/(G-1) (torch.std) instead of the derivation's 1/G
     adv_eps: float = 1e-4  # eps in (r - mean) / (std + eps)
-    loss_type: str = "sequence_mean"  # "grpo"/"sequence_mean" | "dapo"/"token_mean" | "dr_grpo"/"constant"
+    loss_type: str = "token_mean"  # "dapo"/"bnpo"/"token_mean" | "grpo"/"sequence_mean" | "dr_grpo"/"constant"
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill
     max_resample: int = 4  # at most this many extra generation rounds for dynamic sampling
 
