@@ -58,8 +58,7 @@ def _round(v):
     return round(v, 5) if isinstance(v, float) else v
 
 
-def check_close(got, expected, what: str, rtol: float = 1e-5, atol: float = 1e-6,
-                equal_nan: bool = False) -> None:
+def check_close(got, expected, what: str, rtol: float = 1e-5, atol: float = 1e-6, equal_nan: bool = False) -> None:
     """``got`` must be a tensor of ``expected``'s shape with close values (NaN only where
     expected is NaN and ``equal_nan``). Compared in float64: any float dtype is accepted."""
     assert isinstance(got, torch.Tensor), (
@@ -82,9 +81,7 @@ def check_float(got, expected: float, what: str, rtol: float = 1e-5, atol: float
         assert got.numel() == 1, f"{what}: expected a number, got a tensor of shape {list(got.shape)}"
         got = got.item()
     assert isinstance(got, (int, float)), f"{what}: expected a number, got {type(got).__name__}: {got!r}"
-    assert math.isclose(got, expected, rel_tol=rtol, abs_tol=atol), (
-        f"{what}: expected {expected:.6g}, got {got:.6g}"
-    )
+    assert math.isclose(got, expected, rel_tol=rtol, abs_tol=atol), f"{what}: expected {expected:.6g}, got {got:.6g}"
 
 
 def grad_of(scalar_fn, *inputs: torch.Tensor) -> list[torch.Tensor | None]:
@@ -106,8 +103,7 @@ def grad_of(scalar_fn, *inputs: torch.Tensor) -> list[torch.Tensor | None]:
 def check_no_grad(got_grad, name: str, what: str) -> None:
     """The gradient into ``name`` must be absent or zero: it is a constant (detached)."""
     assert got_grad is None or not bool(got_grad.abs().gt(0).any()), (
-        f"{what}: {name} must be treated as a constant (detach it), but a gradient flowed into it: "
-        f"{fmt(got_grad)}"
+        f"{what}: {name} must be treated as a constant (detach it), but a gradient flowed into it: {fmt(got_grad)}"
     )
 
 
@@ -147,10 +143,7 @@ def check_same_history(student, library, what: str, rtol: float = 1e-3, atol: fl
             sv = mine.get(key)
             assert sv is not None, f"{what}: step {step} is missing the metric {key!r}"
             ok = (math.isnan(lv) and math.isnan(sv)) or math.isclose(sv, lv, rel_tol=rtol, abs_tol=atol)
-            assert ok, (
-                f"{what}: at step {step} the metric {key!r} should be the library's {lv:.6g}, "
-                f"got {sv:.6g}"
-            )
+            assert ok, f"{what}: at step {step} the metric {key!r} should be the library's {lv:.6g}, got {sv:.6g}"
     student_evals = {e["step"]: e["accuracy"] for e in student.evals}
     for e in library.evals:
         if e["step"] in student_evals:
@@ -170,28 +163,6 @@ def check_improves(history, window: int, margin: float, what: str) -> tuple[floa
         f"{window} steps to the last {window}; it went {first:.3f} -> {last:.3f}"
     )
     return first, last
-
-
-def baseline_algorithm(baseline_advantages, **config):
-    """grpo_edu's REINFORCE-with-baseline whose advantage comes from ``baseline_advantages``.
-
-    ``baseline_advantages(returns [B, T], baseline, mask [B, T]) -> [B, T]`` (homework 2)
-    gets the library's returns G_t and baseline: the critic's V(s_t) [B, T] for
-    ``baseline="critic"``, the float b for "batch_mean" and "running_mean". Everything else
-    (the critic, its loss, the running mean) is the library's.
-    """
-    from grpo_edu.algorithms import ReinforceBaseline
-
-    class StudentBaseline(ReinforceBaseline):
-        def advantages(self, batch):
-            super().advantages(batch)  # the library's: computes V(s_t), or updates the running b
-            if self.config.baseline == "critic":
-                returns, baseline = batch.returns, batch.old_values
-            else:
-                returns, baseline = self.returns(batch), batch.stats["baseline"]
-            return baseline_advantages(returns, baseline, batch.rollout.mask)
-
-    return StudentBaseline(**config)
 
 
 # -- inputs shared by the autograders --------------------------------------------------

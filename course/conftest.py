@@ -27,9 +27,7 @@ AUTOGRADER = "test_autograder.py"
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "graded(points=1): an autograder test worth `points` points (course/)"
-    )
+    config.addinivalue_line("markers", "graded(points=1): an autograder test worth `points` points (course/)")
 
 
 def pytest_ignore_collect(collection_path, config):

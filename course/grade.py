@@ -77,7 +77,9 @@ class GradeReport:
         lines = [f"{self.homework} ({title}): grading {self.submission}"]
         previous = None
         for r in self.results:
-            lines.append(f"  {TAGS.get(r.verdict, r.verdict):5s} {r.points if r.verdict == 'passed' else 0:>2}/{r.points:<2} {r.description}")
+            lines.append(
+                f"  {TAGS.get(r.verdict, r.verdict):5s} {r.points if r.verdict == 'passed' else 0:>2}/{r.points:<2} {r.description}"
+            )
             if r.verdict != "passed" and r.message:
                 if r.message == previous and "\n" in r.message:
                     lines.append("        (the same message as above)")
@@ -176,8 +178,15 @@ def grade(homework: str, submission, verbose: bool = False, pytest_args=()) -> G
     report = GradeReport(homework, str(path), list(collector.results.values()), int(code),
                          collector.collected, time.perf_counter() - t0, out.getvalue())  # fmt: skip
     for err in collector.collect_errors:
-        report.results.append(GradedTest("collection", "the autograder could not be collected",
-                                         "error", 0, err.strip().splitlines()[-1] if err.strip() else ""))
+        report.results.append(
+            GradedTest(
+                "collection",
+                "the autograder could not be collected",
+                "error",
+                0,
+                err.strip().splitlines()[-1] if err.strip() else "",
+            )
+        )
     return report
 
 

@@ -101,9 +101,7 @@ class ArithmeticTask:
         self.digits = _check_int("digits", digits, 1, MAX_DIGITS)
         self.ops: tuple[str, ...] = tuple(ops) if isinstance(ops, (str, list, tuple)) else ()
         if not self.ops or any(op not in OPS for op in self.ops) or len(set(self.ops)) < len(ops):
-            raise ValueError(
-                f"ops must be distinct operators from {OPS} (at least one), got {ops!r}"
-            )
+            raise ValueError(f"ops must be distinct operators from {OPS} (at least one), got {ops!r}")
         if not isinstance(reverse, (bool, np.bool_)):
             raise ValueError(f"reverse must be True or False, got {reverse!r}")
         self.reverse = bool(reverse)
@@ -119,9 +117,12 @@ class ArithmeticTask:
         self.mixed_digits: tuple[int, int] | None = mixed_digits
         self.eval_size = _check_int("eval_size", eval_size, 1)
         self.heldout_per_mille = _check_int("heldout_per_mille", heldout_per_mille, 1, 999)
-        if (not isinstance(reward_values, (list, tuple)) or len(reward_values) != 2
-                or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in reward_values)
-                or not reward_values[1] > reward_values[0]):
+        if (
+            not isinstance(reward_values, (list, tuple))
+            or len(reward_values) != 2
+            or not all(isinstance(v, (int, float)) and np.isfinite(v) for v in reward_values)
+            or not reward_values[1] > reward_values[0]
+        ):
             raise ValueError(
                 f"reward_values must be a pair (wrong, right) of finite numbers with right > wrong, "
                 f"got {reward_values!r}"
@@ -261,9 +262,7 @@ class ArithmeticTask:
             else:
                 seen: dict[Triple, None] = {}  # an ordered set
                 for _ in range(1000):
-                    seen.update(
-                        (t, None) for t in self._draw(rng, 20 * self.eval_size) if self._heldout(*t)
-                    )
+                    seen.update((t, None) for t in self._draw(rng, 20 * self.eval_size) if self._heldout(*t))
                     if len(seen) >= self.eval_size:
                         break
                 else:
@@ -312,10 +311,7 @@ class ArithmeticTask:
                 f"problems, completions and terminated must have the same length, got "
                 f"{len(problems)}, {len(completions)}, {len(terminated)}"
             )
-        r = [
-            self.outcome_reward(p, c, bool(t))
-            for p, c, t in zip(problems, completions, terminated, strict=True)
-        ]
+        r = [self.outcome_reward(p, c, bool(t)) for p, c, t in zip(problems, completions, terminated, strict=True)]
         return torch.tensor(r, dtype=torch.float32)
 
     def token_scores(
@@ -372,9 +368,7 @@ class ArithmeticTask:
         scores[rows, last[rows]] = outcome[rows]
         return scores
 
-    def rewards_from_ids(
-        self, problems: Sequence[Problem], completion_ids: torch.Tensor
-    ) -> torch.Tensor:
+    def rewards_from_ids(self, problems: Sequence[Problem], completion_ids: torch.Tensor) -> torch.Tensor:
         """``[B]`` outcome rewards straight from completion token ids (mask derived from EOS)."""
         is_eos = (completion_ids == self.tokenizer.eos_id).long()
         mask = ((is_eos.cumsum(dim=1) - is_eos) == 0).float()  # 1 up to and including EOS

@@ -87,29 +87,19 @@ class MazeEnv(gym.Env):
         render_mode: str | None = None,
     ):
         self.layout = _parse_layout(layout)
-        if not (
-            isinstance(step_cost, (int, float)) and math.isfinite(step_cost) and step_cost >= 0
-        ):
+        if not (isinstance(step_cost, (int, float)) and math.isfinite(step_cost) and step_cost >= 0):
             raise ValueError(f"step_cost must be a finite number >= 0, got {step_cost!r}")
         if not (isinstance(goal_reward, (int, float)) and math.isfinite(goal_reward)):
             raise ValueError(f"goal_reward must be a finite number, got {goal_reward!r}")
-        if (
-            not isinstance(max_steps, (int, np.integer))
-            or isinstance(max_steps, bool)
-            or max_steps < 1
-        ):
+        if not isinstance(max_steps, (int, np.integer)) or isinstance(max_steps, bool) or max_steps < 1:
             raise ValueError(f"max_steps must be an integer >= 1, got {max_steps!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
-            )
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.step_cost, self.goal_reward = float(step_cost), float(goal_reward)
         self.max_steps, self.render_mode = int(max_steps), render_mode
         self.height, self.width = len(self.layout), len(self.layout[0])
         self.n_states, self.n_actions = self.height * self.width, len(ACTIONS)
-        cells = [
-            (self.cell(r, c), ch) for r, row in enumerate(self.layout) for c, ch in enumerate(row)
-        ]
+        cells = [(self.cell(r, c), ch) for r, row in enumerate(self.layout) for c, ch in enumerate(row)]
         self.start = next(s for s, ch in cells if ch == "S")
         self.goal = next(s for s, ch in cells if ch == "G")
         self.walls = frozenset(s for s, ch in cells if ch == "#")
@@ -160,10 +150,7 @@ class MazeEnv(gym.Env):
         n = self.shortest_path_length()
         if n > self.max_steps:
             return -self.step_cost * sum(gamma**t for t in range(self.max_steps))
-        return (
-            -self.step_cost * sum(gamma**t for t in range(n - 1))
-            + gamma ** (n - 1) * self.goal_reward
-        )
+        return -self.step_cost * sum(gamma**t for t in range(n - 1)) + gamma ** (n - 1) * self.goal_reward
 
     # ---------------------------------------------------------------- gymnasium API
     def _info(self) -> dict:
@@ -176,9 +163,7 @@ class MazeEnv(gym.Env):
         if isinstance(start, tuple):
             start = self.cell(*start)
         if not (0 <= start < self.n_states) or start in self.walls or start == self.goal:
-            raise ValueError(
-                f"options['start'] must be a free cell other than the goal, got {start!r}"
-            )
+            raise ValueError(f"options['start'] must be a free cell other than the goal, got {start!r}")
         self.state, self.steps, self._done = int(start), 0, False
         return self.state, self._info()
 

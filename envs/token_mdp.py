@@ -41,9 +41,7 @@ class ArithmeticEnv(gym.Env):
         elif task_kwargs:
             raise ValueError(f"pass either task or task keyword arguments, not both: {task_kwargs}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
-            )
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if reward_kind not in ("outcome", "process"):
             raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")
         self.task, self.render_mode, self.reward_kind = task, render_mode, reward_kind
@@ -80,10 +78,7 @@ class ArithmeticEnv(gym.Env):
             problem = self.task.sample(1, self.np_random)[0]
         elif not isinstance(problem, Problem):
             raise TypeError(f"options['problem'] must be a Problem, got {problem!r}")
-        elif (
-            len(problem.prompt) + 1 != self.task.prompt_length
-            or len(problem.answer) >= self.task.max_answer_length
-        ):
+        elif len(problem.prompt) + 1 != self.task.prompt_length or len(problem.answer) >= self.task.max_answer_length:
             raise ValueError(f"problem {problem.prompt!r} does not fit {self.task!r}")
         self.problem = problem
         self._prompt_ids = self.tokenizer.encode(problem.prompt, add_bos=True)

@@ -19,8 +19,9 @@ from .algorithms import ALGORITHMS, GRPO, PPO, Reinforce, ReinforceBaseline, mak
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT, ValueModel
 from .presets import get_preset, make_task, setup_torch
-from .rollout import Rollout, generate, sequence_logprobs
-from .sft import SFTConfig, reference_policy
+from .reference import reference_policy
+from .rollout import Rollout, generate, sample_batch, sequence_logprobs
+from .sft import SFTConfig
 from .tokenizer import CharTokenizer
 from .train import History, train
 
@@ -34,8 +35,11 @@ def plug(**functions):
         with grpo_edu.plug(group_advantages=my_group_advantages):
             train(make_algorithm("grpo"), ...)
 
-    Every algorithm, the rollout code and the diagnostics look the functions up in
-    `grpo_edu.functional` at call time, so the replacement is used everywhere.
+    Every algorithm, the rollout code and the measurements look the functions up in
+    `grpo_edu.functional` at call time, so the replacement is used everywhere. Optional
+    keywords (``kind`` of ``kl_penalized_rewards``, ``leave_one_out`` of
+    ``group_advantages``) are passed only when a config asks for a non-default value, so a
+    function with the basic signature plugs in.
     """
     unknown = [name for name in functions if name not in functional.__all__]
     if unknown:
@@ -53,8 +57,28 @@ def plug(**functions):
 
 
 __all__ = [
-    "ALGORITHMS", "CharTokenizer", "GRPO", "History", "ModelConfig", "PPO", "Reinforce",
-    "ReinforceBaseline", "Rollout", "SFTConfig", "TinyGPT", "ValueModel", "evaluate",
-    "functional", "generate", "get_preset", "make_algorithm", "make_task", "plug",
-    "reference_policy", "sequence_logprobs", "setup_torch", "train",
+    "ALGORITHMS",
+    "CharTokenizer",
+    "GRPO",
+    "History",
+    "ModelConfig",
+    "PPO",
+    "Reinforce",
+    "ReinforceBaseline",
+    "Rollout",
+    "SFTConfig",
+    "TinyGPT",
+    "ValueModel",
+    "evaluate",
+    "functional",
+    "generate",
+    "get_preset",
+    "make_algorithm",
+    "make_task",
+    "plug",
+    "reference_policy",
+    "sample_batch",
+    "sequence_logprobs",
+    "setup_torch",
+    "train",
 ]

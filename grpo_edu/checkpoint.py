@@ -48,8 +48,7 @@ def load_checkpoint(path, expected_config: dict | None = None) -> dict:
         got = state.get("config")
         if got != expected_config:
             diff = sorted(
-                k for k in set(expected_config) | set(got or {})
-                if (got or {}).get(k) != expected_config.get(k)
+                k for k in set(expected_config) | set(got or {}) if (got or {}).get(k) != expected_config.get(k)
             )
             raise ValueError(
                 f"checkpoint {path} was made with another config (fields that differ: {diff}); "

@@ -1,11 +1,14 @@
-"""The ``grpo-edu`` command.
+"""The grpo-edu command: train, compare and measure from a shell.
 
-    grpo-edu compare [--preset cpu|gpu|auto] [--seed 0] [--out out/compare] [--budget samples|seconds]
-    grpo-edu bench   [--preset ...]            generation tokens/s, step time, memory per algorithm
-    grpo-edu sweep   [--lrs 1e-4,3e-4,1e-3]    learning rate x seed per algorithm (fairness check)
-    grpo-edu variance [--batches 16]           gradient variance per estimator at several snapshots
-    grpo-edu reference [--preset ...]          build (or load) the SFT reference, print its accuracy
-    grpo-edu train --algo grpo [--steps N]     one training run, prints the learning curve
+  grpo-edu compare     train all four algorithms side by side, measure them (the main job)
+  grpo-edu train       one training run from the reference, printing its learning curve
+  grpo-edu reference   build (or load) the SFT reference policy, print its accuracy
+  grpo-edu bench       generation speed, step time, passes and memory per algorithm
+  grpo-edu sweep       learning rate x seed for each algorithm (is the comparison fair?)
+  grpo-edu variance    gradient variance of each estimator at several policy snapshots
+  grpo-edu ablate      one difference at a time: why RL from one reference learns fast
+
+Every verb takes --preset cpu|gpu|auto and --seed; grpo-edu VERB --help lists the rest.
 """
 
 from __future__ import annotations
@@ -14,120 +17,221 @@ import argparse
 import json
 import sys
 
+ALGOS = ("reinforce", "baseline", "ppo", "grpo")
 
-def _common(p):
-    p.add_argument("--preset", default="auto", help="cpu | gpu | auto (gpu when CUDA is available)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+def _int(lo: int):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
+        return v
+
+    return parse
+
+
+def _positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def _list(kind):
+    def parse(text):
+        try:
+            values = [kind(x) for x in text.split(",") if x.strip()]
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r} ({exc})") from None
+        if not values:
+            raise argparse.ArgumentTypeError("expected at least one value")
+        return values
+
+    return parse
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grpo-edu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="VERB")
+    d = argparse.ArgumentDefaultsHelpFormatter
+
+    def verb(name, text):
+        p = sub.add_parser(name, help=text, description=text, formatter_class=d)
+        p.add_argument("--preset", default="auto", help="cpu | gpu | auto (gpu when CUDA is available)")
+        p.add_argument("--seed", type=_int(0), default=0, help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+        return p
+
+    c = verb("compare", "train all four algorithms side by side and measure them")
+    c.add_argument("--out", default="out/compare", help="folder for the PNG figures and the JSON/text report")
+    c.add_argument("--seeds", type=_int(1), default=1, help="RL seeds per algorithm (min-max bands)")
+    c.add_argument(
+        "--budget",
+        choices=["samples", "seconds"],
+        default="samples",
+        help="same number of sampled completions, or same training wall time",
+    )
+    c.add_argument("--steps", type=_int(1), default=None, help="steps of the samples budget (default: the preset's)")
+    c.add_argument("--seconds", type=_positive_float, default=30.0, help="seconds per algorithm with --budget seconds")
+    c.add_argument("--variance-batches", type=_int(2), default=8, help="K batches for the gradient variance")
+    t = verb("train", "one training run from the reference")
+    t.add_argument("--algo", default="grpo", choices=ALGOS, help="which algorithm")
+    t.add_argument("--steps", type=_int(1), default=None, help="RL steps (default: the preset's)")
+    r = verb("reference", "build or load the SFT reference policy")
+    r.add_argument("--retrain", action="store_true", help="train it again even if it is cached")
+    b = verb("bench", "generation speed, step time and memory per algorithm")
+    b.add_argument("--json", default=None, help="also write the numbers to this file")
+    b.add_argument(
+        "--memory-sweep",
+        action="store_true",
+        help="also the PPO/GRPO peak-memory ratio from a small to a 25M-parameter model",
+    )
+    b.add_argument("--trl", action="store_true", help="also grpo_edu vs TRL seconds per GRPO cycle (needs [trl])")
+    w = verb("sweep", "learning rate x seed for each algorithm (is the comparison fair?)")
+    w.add_argument("--steps", type=_int(1), default=40, help="RL steps per run")
+    w.add_argument(
+        "--lrs", type=_list(_positive_float), default="1e-4,3e-4,1e-3", help="comma-separated learning rates"
+    )
+    w.add_argument("--seeds", type=_list(_int(0)), default="0,1", help="comma-separated seeds")
+    w.add_argument("--json", default=None, help="also write the numbers to this file")
+    v = verb("variance", "gradient variance of each estimator at several policy snapshots")
+    v.add_argument("--batches", type=_int(2), default=16, help="K independent batches per snapshot")
+    v.add_argument("--json", default=None, help="also write the numbers to this file")
+    a = verb("ablate", "one difference at a time: REINFORCE and GRPO from references built different ways")
+    a.add_argument("--seeds", type=_int(1), default=3, help="seeds per row (each: SFT + RL)")
+    a.add_argument("--steps", type=_int(1), default=60, help="RL steps per run")
+    a.add_argument("--rows", type=_list(str), default=None, help="comma-separated row names (default: all)")
+    a.add_argument("--json", default=None, help="also write the numbers to this file")
+    return parser
+
+
+def _dump(res, path):
+    if path:
+        with open(path, "w") as f:
+            json.dump({k: v for k, v in res.items() if not k.startswith("_")}, f, indent=1, default=str)
+
+
+def _compare(args, preset, progress):
+    import torch
+
+    from .measure import format_table, run_comparison, write_report
+
+    res = run_comparison(
+        preset,
+        seeds=args.seeds,
+        budget=args.budget,
+        steps=args.steps,
+        seconds=args.seconds if args.budget == "seconds" else None,
+        variance_batches=args.variance_batches,
+        progress=progress,
+    )
+    paths = write_report(res, args.out)
+    print(format_table(res))
+    print(f"total {res['total_seconds']:.0f} s on {preset.device} ({torch.get_num_threads()} thread(s))")
+    print("wrote " + ", ".join(sorted(paths.values())))
+
+
+def _train(args, preset, progress):
+    from .algorithms import make_algorithm
+    from .train import train
+
+    print(f"training {args.algo} ({preset.name} preset, seed {preset.seed})")
+    h = train(make_algorithm(args.algo), preset=preset, steps=args.steps, progress=progress)
+    for e in h.evals:
+        print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
+
+
+def _reference(args, preset, progress):
+    from .reference import reference_policy
+
+    _, info = reference_policy(preset, progress=progress, retrain=args.retrain, return_info=True)
+    how = "loaded from" if info["loaded"] else f"trained in {info['seconds']:.1f} s, saved to"
+    print(f"reference policy ({preset.name} preset, {info['steps']} SFT steps) {how} {info['path']}")
+    print(f"held-out greedy accuracy: {info['accuracy']:.4f}")
+
+
+def _bench(args, preset, progress):
+    from .measure import format_bench, format_memory_sweep, memory_sweep, run_bench
+
+    res = run_bench(preset, seed=preset.seed, progress=progress)
+    print(format_bench(res))
+    if args.memory_sweep:
+        res["memory_sweep"] = memory_sweep(preset=preset, progress=progress)
+        print(format_memory_sweep(res["memory_sweep"]))
+    if args.trl:
+        from . import hf
+
+        res["trl"] = hf.bench_trl(preset=preset)
+        print(hf.format_bench_trl(res["trl"]))
+    _dump(res, args.json)
+
+
+def _sweep(args, preset, progress):
+    from .measure import format_sweep, run_sweep
+
+    res = run_sweep(preset, lrs=args.lrs, seeds=args.seeds, steps=args.steps, progress=progress)
+    print(format_sweep(res))
+    _dump(res, args.json)
+
+
+def _variance(args, preset, progress):
+    from .measure import format_variance_study, run_variance_study
+
+    res = run_variance_study(preset, n_batches=args.batches, seed=preset.seed, progress=progress)
+    print(format_variance_study(res))
+    _dump(res, args.json)
+
+
+def _ablate(args, preset, progress):
+    from .measure import ROWS, format_ablation, run_ablation
+
+    rows = ROWS
+    if args.rows:
+        by_name = {r.name: r for r in ROWS}
+        unknown = [n for n in args.rows if n not in by_name]
+        if unknown:
+            raise SystemExit(f"grpo-edu ablate: error: unknown rows {unknown}; choose from {list(by_name)}")
+        rows = [by_name[n] for n in args.rows]
+    res = run_ablation(
+        preset, rows=rows, seeds=tuple(preset.seed + k for k in range(args.seeds)), steps=args.steps, progress=progress
+    )
+    print(format_ablation(res))
+    _dump(res, args.json)
+
+
+VERBS = {
+    "compare": _compare,
+    "train": _train,
+    "reference": _reference,
+    "bench": _bench,
+    "sweep": _sweep,
+    "variance": _variance,
+    "ablate": _ablate,
+}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="grpo-edu", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("compare", help="train all four algorithms side by side and measure them")
-    _common(c)
-    c.add_argument("--out", default="out/compare", help="folder for the PNG figures and JSON numbers")
-    c.add_argument("--budget", choices=["samples", "seconds"], default="samples",
-                   help="same number of sampled completions (default) or same training wall time")
-    c.add_argument("--steps", type=int, default=None, help="steps of the samples budget (default: preset)")
-    c.add_argument("--seconds", type=float, default=30.0, help="seconds per algorithm for --budget seconds")
-    c.add_argument("--variance-batches", type=int, default=8, help="K batches for the gradient variance")
-    b = sub.add_parser("bench", help="generation speed, step time and memory per algorithm")
-    _common(b)
-    b.add_argument("--json", default=None, help="also write the numbers to this file")
-    b.add_argument("--memory-sweep", action="store_true",
-                   help="also the PPO/GRPO peak-memory ratio from a small to a 25M-parameter model")
-    w = sub.add_parser("sweep", help="learning rate x seed for each algorithm (is the comparison fair?)")
-    _common(w)
-    w.add_argument("--steps", type=int, default=40)
-    w.add_argument("--lrs", default="1e-4,3e-4,1e-3", help="comma-separated learning rates")
-    w.add_argument("--seeds", default="0,1", help="comma-separated seeds")
-    w.add_argument("--json", default=None, help="also write the numbers to this file")
-    v = sub.add_parser("variance", help="gradient variance of each estimator at several policy snapshots")
-    _common(v)
-    v.add_argument("--batches", type=int, default=16, help="K independent batches per snapshot")
-    v.add_argument("--json", default=None, help="also write the numbers to this file")
-    r = sub.add_parser("reference", help="build or load the SFT reference policy")
-    _common(r)
-    r.add_argument("--retrain", action="store_true")
-    t = sub.add_parser("train", help="one training run from the reference")
-    _common(t)
-    t.add_argument("--algo", default="grpo", choices=["reinforce", "baseline", "ppo", "grpo"])
-    t.add_argument("--steps", type=int, default=None)
+    parser = _parser()
     args = parser.parse_args(argv)
+    from dataclasses import replace
 
-    import torch
-
-    from .presets import get_preset, make_task, setup_torch
+    from .presets import get_preset, setup_torch
 
     try:
         preset = get_preset(args.preset)
     except ValueError as exc:
         parser.error(str(exc))
-    setup_torch(preset, args.seed)
-    progress = not args.quiet
-    if args.cmd == "reference":
-        from .sft import reference_policy
-
-        _, info = reference_policy(preset, progress=progress, retrain=args.retrain, return_info=True)
-        how = "loaded from" if info["loaded"] else f"trained in {info['seconds']:.1f} s, saved to"
-        print(f"reference policy ({preset.name} preset, {info['steps']} SFT steps) {how} {info['path']}")
-        print(f"held-out greedy accuracy: {info['accuracy']:.4f}")
-    elif args.cmd == "train":
-        from .algorithms import make_algorithm
-        from .train import train
-
-        h = train(make_algorithm(args.algo), preset=preset, task=make_task(preset), steps=args.steps,
-                  seed=args.seed, progress=progress)
-        for e in h.evals:
-            print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
-    elif args.cmd == "compare":
-        from .compare import format_table, run_comparison, write_report
-
-        res = run_comparison(preset, seed=args.seed, budget=args.budget, steps=args.steps,
-                             seconds=args.seconds if args.budget == "seconds" else None,
-                             variance_batches=args.variance_batches, progress=progress)
-        paths = write_report(res, args.out)
-        print(format_table(res))
-        print(f"reference accuracy {res['reference']['accuracy']:.4f}; total {res['total_seconds']:.0f} s "
-              f"on {preset.device} ({torch.get_num_threads()} thread(s))")
-        print("wrote " + ", ".join(sorted(paths.values())))
-    elif args.cmd == "sweep":
-        from .compare import format_sweep, run_sweep
-
-        try:
-            lrs = [float(x) for x in args.lrs.split(",")]
-            seeds = [int(x) for x in args.seeds.split(",")]
-        except ValueError:
-            parser.error(f"--lrs and --seeds must be comma-separated numbers, got {args.lrs!r}, {args.seeds!r}")
-        res = run_sweep(preset, lrs=lrs, seeds=seeds, steps=args.steps, progress=progress)
-        print(format_sweep(res))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
-    elif args.cmd == "variance":
-        from .compare import format_variance_study, run_variance_study
-
-        res = run_variance_study(preset, n_batches=args.batches, seed=args.seed, progress=progress)
-        print(format_variance_study(res))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1, default=float)
-    elif args.cmd == "bench":
-        from .compare import format_bench, run_bench
-
-        res = run_bench(preset, seed=args.seed, progress=progress)
-        print(format_bench(res))
-        if args.memory_sweep:
-            from .compare import format_memory_sweep
-            from .diagnostics import memory_sweep
-
-            res["memory_sweep"] = memory_sweep(preset=preset, progress=progress)
-            print(format_memory_sweep(res["memory_sweep"]))
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(res, f, indent=1)
+    preset = replace(preset, seed=preset.seed + args.seed, sft=replace(preset.sft, seed=preset.sft.seed + args.seed))
+    setup_torch(preset, preset.seed)
+    VERBS[args.cmd](args, preset, not args.quiet)
     return 0
 
 

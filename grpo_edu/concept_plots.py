@@ -1,5 +1,6 @@
 """Figures of the equations themselves: the clip function, the KL estimators, the maze,
-group advantages. Same style as `grpo_edu.plots` (which re-exports all of them)."""
+group advantages. Same style as `grpo_edu.plots` (which re-exports all of them); the style
+comes from `grpo_edu.plotstyle`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 from matplotlib.figure import Figure
 
 from . import functional as Fn
-from .plots import MB, PALETTE, STYLE, _new, _np, _styled, color_for  # noqa: F401
+from .plotstyle import PALETTE, _new, _np, _styled, color_for
 
 # ----------------------------------------------------------------- equations, drawn
 
@@ -43,14 +44,37 @@ def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
         obj, grad = (-loss[0]).detach().numpy(), logp.grad[0].numpy()
         r = rho.numpy()
         ax.plot(r, r * A, ":", color="gray", label=r"unclipped $\rho A$")
-        ax.plot(r, obj, color=PALETTE[0], lw=2.5,
-                label=r"$\min(\rho A,\ \mathrm{clip}(\rho, 1-\epsilon_{low}, 1+\epsilon_{high}) A)$")
-        ax.fill_between(r, 0, 1, where=grad == 0, transform=ax.get_xaxis_transform(),
-                        color=PALETTE[5], alpha=0.15, lw=0, label="zero gradient (clipped)")
+        ax.plot(
+            r,
+            obj,
+            color=PALETTE[0],
+            lw=2.5,
+            label=r"$\min(\rho A,\ \mathrm{clip}(\rho, 1-\epsilon_{low}, 1+\epsilon_{high}) A)$",
+        )
+        ax.fill_between(
+            r,
+            0,
+            1,
+            where=grad == 0,
+            transform=ax.get_xaxis_transform(),
+            color=PALETTE[5],
+            alpha=0.15,
+            lw=0,
+            label="zero gradient (clipped)",
+        )
         for v, text in ((1 - eps_low, "1 − ε_low"), (1 + eps_high_, "1 + ε_high")):
             ax.axvline(v, color="gray", lw=0.8, ls="--")
-            ax.text(v, 0.03, f"{text} = {v:g} ", transform=ax.get_xaxis_transform(), rotation=90,
-                    va="bottom", ha="right", fontsize=8, color="dimgray")
+            ax.text(
+                v,
+                0.03,
+                f"{text} = {v:g} ",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                va="bottom",
+                ha="right",
+                fontsize=8,
+                color="dimgray",
+            )
         ax.set(xlabel=r"probability ratio $\rho = \pi_\theta(a|s)\ /\ \pi_{old}(a|s)$",
                ylabel="objective (to maximise)", xlim=(0, rho_max),
                title=f"A = {A:+g}: " + ("good action, pushed up to 1+ε" if A > 0 else
@@ -130,15 +154,33 @@ def plot_maze(env, policy=None, history=None) -> Figure:
                 and s not in path]  # fmt: skip
         d = np.array([DELTAS[policy.greedy(s)] for s in free], float)  # (d_row, d_col)
         rc = np.array([env.position(s) for s in free], float)
-        ax.quiver(rc[:, 1], rc[:, 0], d[:, 1], d[:, 0], angles="xy", scale_units="xy",
-                  scale=1 / 0.35, pivot="middle", color="gray", alpha=0.6, width=0.008)
+        ax.quiver(
+            rc[:, 1],
+            rc[:, 0],
+            d[:, 1],
+            d[:, 0],
+            angles="xy",
+            scale_units="xy",
+            scale=1 / 0.35,
+            pivot="middle",
+            color="gray",
+            alpha=0.6,
+            width=0.008,
+        )
         for a, b in zip(path[:-1], path[1:], strict=True):
             (r0, c0), (r1, c1) = env.position(a), env.position(b)
-            ax.annotate("", (c1, r1), (c0, r0), arrowprops=dict(arrowstyle="-|>", color=PALETTE[5],
-                                                                lw=2.5, shrinkA=6, shrinkB=6))
+            ax.annotate(
+                "",
+                (c1, r1),
+                (c0, r0),
+                arrowprops=dict(arrowstyle="-|>", color=PALETTE[5], lw=2.5, shrinkA=6, shrinkB=6),
+            )
         reached = path[-1] == env.goal
-        title = (f"Greedy path: {len(path) - 1} steps (shortest {env.shortest_path_length()})"
-                 if reached else "Greedy path never reaches G (stuck at ×)")
+        title = (
+            f"Greedy path: {len(path) - 1} steps (shortest {env.shortest_path_length()})"
+            if reached
+            else "Greedy path never reaches G (stuck at ×)"
+        )
         if not reached:
             r, c = env.position(path[-1])
             ax.plot(c, r, "x", color=PALETTE[5], ms=14, mew=3)
@@ -151,11 +193,21 @@ def plot_maze(env, policy=None, history=None) -> Figure:
         for i, (name, h) in enumerate(runs):
             c = color_for(name, i)
             ax.plot(h["step"], h["length"], color=c, label=f"{name}: mean episode length")
-            ax.plot(h["step"], h["greedy_length"], "--", color=c, lw=1.5,
-                    label=f"{name}: greedy path length (gap: never reaches G)")
+            ax.plot(
+                h["step"],
+                h["greedy_length"],
+                "--",
+                color=c,
+                lw=1.5,
+                label=f"{name}: greedy path length (gap: never reaches G)",
+            )
         n = runs[0][1].get("config", {}).get("episodes_per_step")
-        ax.set(xlabel="training step" + (f" ({n} episodes each)" if n else ""), ylim=(0, None),
-               ylabel="episode length (steps)", title="Learning the maze: shorter is better")
+        ax.set(
+            xlabel="training step" + (f" ({n} episodes each)" if n else ""),
+            ylim=(0, None),
+            ylabel="episode length (steps)",
+            title="Learning the maze: shorter is better",
+        )
         ax.legend(loc="upper right", fontsize=8)
     return fig
 
@@ -177,15 +229,23 @@ def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
     equal = np.ptp(r.reshape(n, group_size), axis=1) == 0
     for ax in (top, bot):
         for g in np.flatnonzero(equal):
-            ax.axvspan(g - 0.45, g + 0.45, color="gray", alpha=0.15, lw=0,
-                       label="all rewards equal: A = 0" if g == np.flatnonzero(equal)[0] else None)
+            ax.axvspan(
+                g - 0.45,
+                g + 0.45,
+                color="gray",
+                alpha=0.15,
+                lw=0,
+                label="all rewards equal: A = 0" if g == np.flatnonzero(equal)[0] else None,
+            )
     top.scatter(x, r, color=PALETTE[0], s=25, zorder=3, label="reward $r_i$ of a sample")
     means = r.reshape(n, group_size).mean(1)
-    top.hlines(means, np.arange(n) - 0.35, np.arange(n) + 0.35, color="black", lw=1.5,
-               label="group mean")
+    top.hlines(means, np.arange(n) - 0.35, np.arange(n) + 0.35, color="black", lw=1.5, label="group mean")
     bot.axhline(0, color="black", lw=0.8)
-    for sel, c, lab in ((a > 0, PALETTE[2], "A > 0: made more likely"),
-                        (a < 0, PALETTE[5], "A < 0: made less likely"), (a == 0, "gray", "A = 0")):
+    for sel, c, lab in (
+        (a > 0, PALETTE[2], "A > 0: made more likely"),
+        (a < 0, PALETTE[5], "A < 0: made less likely"),
+        (a == 0, "gray", "A = 0"),
+    ):
         bot.scatter(x[sel], a[sel], color=c, s=25, zorder=3, label=lab)
     top.set(ylabel="reward $r_i$", title=f"Rewards and group advantages ({n} groups of {group_size})")
     bot.set(ylabel="advantage $A_i$ (std units)", xlabel="group (prompt)")

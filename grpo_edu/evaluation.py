@@ -8,8 +8,15 @@ from .rollout import generate
 
 
 @torch.no_grad()
-def evaluate(policy, task, problems=None, batch_size: int = 1000, return_correct: bool = False,
-             temperature: float = 0.0, seed: int = 0):
+def evaluate(
+    policy,
+    task,
+    problems=None,
+    batch_size: int = 1000,
+    return_correct: bool = False,
+    temperature: float = 0.0,
+    seed: int = 0,
+):
     """Exact-match accuracy of ``policy`` on ``task``'s held-out problems.
 
     ``accuracy = (1/N) sum_n 1[completion of q_n == answer_n]`` over the fixed held-out set

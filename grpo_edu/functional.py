@@ -23,7 +23,7 @@ from torch import Tensor
 
 __all__ = [
     "masked_sum", "masked_mean", "masked_normalize", "masked_whiten",
-    "discounted_returns", "gae", "group_advantages",
+    "discounted_returns", "gae", "baseline_advantages", "running_mean", "group_advantages",
     "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
     "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss",
 ]  # fmt: skip
@@ -35,9 +35,7 @@ __all__ = [
 def _same_shape(ref_name: str, ref: Tensor, **others: Tensor | None) -> None:
     for name, t in others.items():
         if t is not None and t.shape != ref.shape:
-            raise ValueError(
-                f"{name} must have the shape of {ref_name} {list(ref.shape)}, got {list(t.shape)}"
-            )
+            raise ValueError(f"{name} must have the shape of {ref_name} {list(ref.shape)}, got {list(t.shape)}")
 
 
 def _ndim(name: str, t: Tensor, ndim: int, what: str) -> None:
@@ -61,9 +59,7 @@ def _per_token(advantages: Tensor, like: Tensor) -> Tensor:
         return advantages
     if advantages.dim() == 1 and like.dim() == 2 and advantages.shape[0] == like.shape[0]:
         return advantages.unsqueeze(-1)
-    raise ValueError(
-        f"advantages must be [B] or [B, T] = {list(like.shape)}, got {list(advantages.shape)}"
-    )
+    raise ValueError(f"advantages must be [B] or [B, T] = {list(like.shape)}, got {list(advantages.shape)}")
 
 
 # ------------------------------------------------------------------ masked reductions
@@ -87,9 +83,7 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
     return masked_sum(x, m, dim) / (m.sum() if dim is None else m.sum(dim))
 
 
-def masked_normalize(
-    x: Tensor, mask: Tensor, dim: int | None = None, constant: float = 1.0
-) -> Tensor:
+def masked_normalize(x: Tensor, mask: Tensor, dim: int | None = None, constant: float = 1.0) -> Tensor:
     """``sum_t x_t m_t / C``: the masked sum divided by a constant ``C > 0``."""
     if not constant > 0:
         raise ValueError(f"constant must be > 0, got {constant}")
@@ -136,9 +130,7 @@ def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
     return torch.stack(out[::-1], dim=1) * m
 
 
-def gae(
-    rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0
-) -> tuple[Tensor, Tensor]:
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimation (Schulman et al. 2016).
 
         delta_t = r_t + gamma * V_{t+1} - V_t
@@ -167,12 +159,41 @@ def gae(
     return advantages, (advantages + v) * m
 
 
+def baseline_advantages(returns: Tensor, baseline, mask: Tensor) -> Tensor:
+    """REINFORCE with a baseline: ``A_t = G_t - b`` (0 where mask is 0).
+
+    ``baseline`` is a number (a batch or running mean), a ``[B]`` tensor (one b per
+    sequence) or a ``[B, T]`` tensor (a critic's V(s_t)). Since E[b grad log pi] = 0 for any
+    b that does not depend on the action, the estimate stays unbiased. Both inputs are
+    targets: no gradient flows into the returns or into the critic from here.
+    returns, mask: [B, T]. Returns [B, T].
+    """
+    _ndim("returns", returns, 2, "[B, T]")
+    _same_shape("returns", returns, mask=mask)
+    b = torch.as_tensor(baseline, dtype=returns.dtype, device=returns.device).detach()
+    if b.dim() == 1 and b.shape[0] == returns.shape[0]:
+        b = b.unsqueeze(-1)
+    elif b.dim() not in (0, 2) or (b.dim() == 2 and b.shape != returns.shape):
+        raise ValueError(
+            f"baseline must be a number, [B] = [{returns.shape[0]}] or [B, T] = {list(returns.shape)}, "
+            f"got shape {list(b.shape)}"
+        )
+    return (returns.detach() - b) * mask.to(returns.dtype)
+
+
+def running_mean(previous: float | None, value: float, decay: float) -> float:
+    """``b <- decay * b + (1 - decay) * value``; the first value starts the average."""
+    _in_range("decay", decay, 0.0, 1.0)
+    return float(value) if previous is None else decay * previous + (1.0 - decay) * float(value)
+
+
 def group_advantages(
     rewards: Tensor,
     group_size: int,
     scale: str = "group",
     eps: float = 1e-6,
     unbiased: bool = False,
+    leave_one_out: bool = False,
 ) -> tuple[Tensor, dict]:
     """GRPO's group-relative advantage, one per completion.
 
@@ -183,34 +204,41 @@ def group_advantages(
     with s = std_g(r) for ``scale="group"`` (GRPO), s = std of the whole batch for
     ``"batch"``, and no division for ``"none"`` (Dr. GRPO: A_i = r_i - mean_g(r)).
     ``unbiased=False`` is the 1/G std of the derivation; ``True`` is 1/(G-1) (torch.std's
-    default; it only rescales the step). A group whose rewards are all equal (always
-    the case with G = 1) gets advantage exactly 0, never NaN: it carries no signal.
+    default; it only rescales the step). Both are ``torch.std`` with ``correction`` 0 or 1,
+    so the numbers are the same bits a learner gets from torch.
+    ``leave_one_out=True`` centres on the mean of the *other* G-1 rewards (RLOO):
+    ``r_i - mean_{j != i} r_j = G/(G-1) (r_i - mean_g(r))``, which, unlike the group mean,
+    does not contain r_i itself (the baseline is then independent of the sample: unbiased).
+    A group whose rewards are all equal (always the case with G = 1) gets advantage exactly
+    0, never NaN: it carries no signal.
 
     rewards: [B]. Returns ``(advantages [B], stats)`` with stats "mean" [n_groups],
     "std" [n_groups] (per-group std, with the chosen ``unbiased``) and "frac_zero_std"
-    (python float: the fraction of groups whose rewards are all equal).
+    (python float: the fraction of groups whose rewards are all equal). (Long for its
+    docstring and argument checks; the equation itself is the six lines at the end.)
     """
     _ndim("rewards", rewards, 1, "[B] (one reward per completion)")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
     if rewards.shape[0] % group_size != 0:
-        raise ValueError(
-            f"group_size must divide the batch size B = {rewards.shape[0]}, got {group_size}"
-        )
+        raise ValueError(f"group_size must divide the batch size B = {rewards.shape[0]}, got {group_size}")
     _choice("scale", scale, ("group", "batch", "none"))
     _in_range("eps", eps)
     if not rewards.is_floating_point():
         rewards = rewards.float()
+    correction = int(unbiased)
 
-    def std(x: Tensor, dim: int) -> Tensor:  # 1/N or 1/(N-1); a single sample has std 0
-        n = x.shape[dim]
-        dev2 = (x - x.mean(dim, keepdim=True)) ** 2
-        return (dev2.sum(dim) / max(n - int(unbiased), 1)).sqrt()
+    def std(x: Tensor, dim: int) -> Tensor:  # a single sample has std 0 (not NaN)
+        if x.shape[dim] <= correction:
+            return torch.zeros_like(x.select(dim, 0))
+        return torch.std(x, dim=dim, correction=correction)
 
     r = rewards.view(-1, group_size)  # [n_groups, G]
     mean, group_std = r.mean(1), std(r, 1)
     all_equal = r.amax(1) == r.amin(1)  # exact test: std of equal floats may be 1e-9, not 0
     centered = torch.where(all_equal[:, None], torch.zeros_like(r), r - mean[:, None])
+    if leave_one_out and group_size > 1:
+        centered = centered * (group_size / (group_size - 1))
     if scale == "group":
         denom = group_std[:, None] + eps
     elif scale == "batch":
@@ -235,8 +263,7 @@ def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0) -> 
     _ndim("logits", logits, 3, "[B, T, V]")
     if tokens.shape != logits.shape[:2]:
         raise ValueError(
-            f"tokens must be [B, T] = {list(logits.shape[:2])} (logits' first two dims), "
-            f"got {list(tokens.shape)}"
+            f"tokens must be [B, T] = {list(logits.shape[:2])} (logits' first two dims), got {list(tokens.shape)}"
         )
     if tokens.is_floating_point() or tokens.dtype == torch.bool:
         raise ValueError(f"tokens must be integer token ids, got dtype {tokens.dtype}")
@@ -305,13 +332,15 @@ def exact_kl(logits: Tensor, ref_logits: Tensor, direction: str = "pi||ref") -> 
 
 
 def kl_penalized_rewards(
-    scores: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float
+    scores: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float, kind: str = "k1"
 ) -> tuple[Tensor, Tensor]:
     """The per-token reward with the KL penalty inside it (InstructGPT / PPO-RLHF):
 
-        r_{i,t} = r_phi(q, a_{i,<=t}) - beta * log(pi_theta(a_t) / pi_ref(a_t))
+        r_{i,t} = r_phi(q, a_{i,<=t}) - beta * k_{i,t}
         r_i     = sum_t r_{i,t}
 
+    with k the per-token KL estimate ``kl_estimate(logp, ref_logp, kind)``; the derivation
+    uses ``kind="k1"``: k = log(pi_theta(a_t) / pi_ref(a_t)).
     scores: [B, T] task scores r_phi (a sparse outcome reward is 0 except at the last
     completion token); logp, ref_logp, mask: [B, T]; beta >= 0. Rewards are data: the
     log-probs are detached. Returns ``(token_rewards [B, T], seq_rewards [B])``, token
@@ -320,8 +349,8 @@ def kl_penalized_rewards(
     _ndim("scores", scores, 2, "[B, T]")
     _same_shape("scores", scores, logp=logp, ref_logp=ref_logp, mask=mask)
     _in_range("beta", beta)
-    log_ratio = (logp - ref_logp).detach()
-    token_rewards = (scores - beta * log_ratio) * mask.to(scores.dtype)
+    kl = kl_estimate(logp.detach(), ref_logp.detach(), kind)
+    token_rewards = (scores - beta * kl) * mask.to(scores.dtype)
     return token_rewards, token_rewards.sum(-1)
 
 
@@ -378,9 +407,7 @@ def clipped_surrogate_loss(
         high = ((rho > 1.0 + eps_high) & (adv > 0)).to(rho.dtype)
         n = m.sum().clamp(min=1)
         fracs = (torch.stack([low, high, low + high, rho]).mul(m).sum((1, 2)) / n).tolist()
-    return loss, dict(
-        zip(("clip_low", "clip_high", "clip_ratio", "ratio_mean"), fracs, strict=True)
-    )
+    return loss, dict(zip(("clip_low", "clip_high", "clip_ratio", "ratio_mean"), fracs, strict=True))
 
 
 def value_loss(

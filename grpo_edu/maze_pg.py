@@ -166,6 +166,39 @@ def greedy_path_length(env, policy: TabularPolicy) -> int | None:
     return len(path) - 1 if path[-1] == env.goal else None
 
 
+def _check_maze_args(algorithm, gamma, episodes_per_step, steps, lr, value_lr, seed) -> None:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
+        raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
+    _check_int("episodes_per_step", episodes_per_step)
+    _check_int("steps", steps, lo=0)
+    for name, v in (("lr", lr), ("value_lr", value_lr)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    _check_int("seed", seed, lo=0)
+
+
+def _maze_update(env, policy, optimizer, ep, gamma, value=None, critic_opt=None) -> torch.Tensor:
+    """One policy-gradient step on the episodes ``ep`` (and one step of the V table, if any).
+    Returns the reward-to-go G_t [N, T]."""
+    returns = Fn.discounted_returns(ep.rewards, ep.mask, gamma)  # [N, T] reward-to-go G_t
+    adv = returns
+    if value is not None:
+        v = value[ep.states]  # [N, T]
+        adv = Fn.baseline_advantages(returns, v, ep.mask)  # A_t = G_t - V(s_t): what we expected from s_t
+        critic_opt.zero_grad()
+        Fn.value_loss(v, returns, ep.mask).backward()
+        critic_opt.step()
+    logp = Fn.token_logprobs(policy(ep.states), ep.actions)  # log pi(a_t | s_t), [N, T]
+    per_token = Fn.policy_gradient_loss(logp, adv)  # -A_t log pi(a_t | s_t)
+    loss = Fn.aggregate_loss(per_token, ep.mask, mode="constant", max_length=env.max_steps)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return returns
+
+
 def train_maze(
     env=None,
     algorithm: str = "reinforce",
@@ -198,16 +231,7 @@ def train_maze(
     from envs.maze import MazeEnv
 
     env = MazeEnv() if env is None else env
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
-    if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
-        raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
-    _check_int("episodes_per_step", episodes_per_step)
-    _check_int("steps", steps, lo=0)
-    for name, v in (("lr", lr), ("value_lr", value_lr)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-    _check_int("seed", seed, lo=0)
+    _check_maze_args(algorithm, gamma, episodes_per_step, steps, lr, value_lr, seed)
     from tqdm.auto import tqdm
 
     torch.manual_seed(seed)
@@ -227,21 +251,7 @@ def train_maze(
     for step in tqdm(range(1, steps + 1), desc=f"maze {algorithm}", disable=not progress, leave=False):
         t0 = time.perf_counter()
         ep = run_episodes(env, policy, episodes_per_step, generator=generator)
-        G = Fn.discounted_returns(ep.rewards, ep.mask, gamma)  # [N, T] reward-to-go
-        if value is None:
-            adv = G
-        else:
-            v = value[ep.states]  # [N, T]
-            adv = (G - v.detach()) * ep.mask  # the baseline: what we expected from s_t
-            critic_opt.zero_grad()
-            Fn.value_loss(v, G, ep.mask).backward()
-            critic_opt.step()
-        logp = Fn.token_logprobs(policy(ep.states), ep.actions)  # log pi(a_t | s_t), [N, T]
-        per_token = Fn.policy_gradient_loss(logp, adv)  # -A_t log pi(a_t | s_t)
-        loss = Fn.aggregate_loss(per_token, ep.mask, mode="constant", max_length=env.max_steps)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        returns = _maze_update(env, policy, optimizer, ep, gamma, value, critic_opt)
         t_train += time.perf_counter() - t0
 
         greedy = greedy_path_length(env, policy)
@@ -250,7 +260,7 @@ def train_maze(
             "episodes": step * episodes_per_step,
             "seconds": t_train,
             "return": float(ep.returns.mean()),
-            "discounted_return": float(G[:, 0].mean()),
+            "discounted_return": float(returns[:, 0].mean()),
             "length": float(ep.lengths.float().mean()),
             "success": float(ep.success.float().mean()),
             "greedy_length": math.nan if greedy is None else float(greedy),

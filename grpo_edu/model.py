@@ -44,9 +44,7 @@ class ModelConfig:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(
-                f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
+            raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -152,8 +150,7 @@ class Trunk(nn.Module):
             )
         if idx.numel() and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
             raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}), got "
-                f"min {int(idx.min())}, max {int(idx.max())}"
+                f"token ids must lie in [0, {self.config.vocab_size}), got min {int(idx.min())}, max {int(idx.max())}"
             )
         pos = torch.arange(start, start + T, device=idx.device)
         x = self.tok_emb(idx) + self.pos_emb(pos)

@@ -13,12 +13,14 @@ Why the cpu preset is what it is (measured on a 2-vCPU machine, see README "Meas
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from .model import ModelConfig
 from .sft import SFTConfig
+
+SEED_SHIFT_ENV = "GRPO_EDU_SEED_SHIFT"  # shifts every seed a preset hands out (robustness checks)
 
 
 @dataclass
@@ -31,68 +33,119 @@ class Preset:
     sft: SFTConfig
     prompts_per_step: int = 64  # distinct problems per RL step
     group_size: int = 8  # GRPO samples per problem (prompts_per_step * group_size sequences)
-    lr: float = 3e-4  # AdamW learning rate of the policy in RL
-    steps: int = 150  # default RL steps for one training run
+    steps: int = 100  # default RL steps for one training run
     eval_every: int = 10  # RL steps between held-out evaluations
-    extra: dict = field(default_factory=dict)
+    seed: int = 0  # base seed of everything random (the reference's SFT too); $GRPO_EDU_SEED_SHIFT adds to it
 
     @property
     def sequences_per_step(self) -> int:
         return self.prompts_per_step * self.group_size
 
 
-def _cpu(device="cpu") -> Preset:
-    return Preset(
-        name="cpu",
-        device=device,
+_SIZES = {  # what differs between the presets
+    "cpu": dict(
         threads=1,
-        task=dict(digits=2, ops=("+",), reverse=True, eval_size=500),
-        model=ModelConfig(vocab_size=17, d_model=64, n_layers=2, n_heads=4, max_seq_len=12),
-        sft=SFTConfig(lr=1e-3, batch_size=256, max_steps=1000, target_accuracy=0.5, eval_every=5, seed=0),
+        digits=2,
+        eval_size=500,
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        max_seq_len=12,
+        sft_batch=256,
+        sft_steps=1000,
+        sft_eval_every=5,
         prompts_per_step=64,
         group_size=8,
-        lr=3e-4,
         steps=100,
-        eval_every=10,
-    )
-
-
-def _gpu(device="cuda") -> Preset:
-    return Preset(
-        name="gpu",
-        device=device,
+    ),
+    "gpu": dict(
         threads=None,
-        task=dict(digits=3, ops=("+",), reverse=True, eval_size=1000),
-        model=ModelConfig(vocab_size=17, d_model=256, n_layers=4, n_heads=8, max_seq_len=16),
-        sft=SFTConfig(lr=1e-3, batch_size=512, max_steps=2000, target_accuracy=0.5, eval_every=10, seed=0),
+        digits=3,
+        eval_size=1000,
+        d_model=256,
+        n_layers=4,
+        n_heads=8,
+        max_seq_len=16,
+        sft_batch=512,
+        sft_steps=2000,
+        sft_eval_every=10,
         prompts_per_step=256,
         group_size=16,
-        lr=3e-4,
         steps=300,
+    ),
+}
+PRESETS = tuple(_SIZES)
+
+
+def _build(name: str, device: str, seed: int) -> Preset:
+    z = _SIZES[name]
+    return Preset(
+        name=name,
+        device=device,
+        threads=z["threads"],
+        task=dict(digits=z["digits"], ops=("+",), reverse=True, eval_size=z["eval_size"]),
+        model=ModelConfig(
+            vocab_size=17,
+            d_model=z["d_model"],
+            n_layers=z["n_layers"],
+            n_heads=z["n_heads"],
+            max_seq_len=z["max_seq_len"],
+        ),
+        sft=SFTConfig(
+            lr=1e-3,
+            batch_size=z["sft_batch"],
+            max_steps=z["sft_steps"],
+            target_accuracy=0.5,
+            eval_every=z["sft_eval_every"],
+            seed=seed,
+        ),
+        prompts_per_step=z["prompts_per_step"],
+        group_size=z["group_size"],
+        steps=z["steps"],
         eval_every=10,
+        seed=seed,
     )
 
 
-PRESETS = {"cpu": _cpu, "gpu": _gpu}
+def seed_shift() -> int:
+    """The value of $GRPO_EDU_SEED_SHIFT (0 when unset): added to every seed a preset hands out."""
+    raw = os.environ.get(SEED_SHIFT_ENV, "0") or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{SEED_SHIFT_ENV} must be a non-negative integer, got {raw!r}") from None
+    if value < 0:
+        raise ValueError(f"{SEED_SHIFT_ENV} must be a non-negative integer, got {raw!r}")
+    return value
 
 
 def get_preset(name: str = "auto", device: str | None = None, **overrides) -> Preset:
     """``"cpu"``, ``"gpu"`` or ``"auto"`` (gpu when CUDA is available, else cpu).
 
     ``device`` overrides the preset's device (e.g. the cpu preset on a GPU); keyword
-    ``overrides`` replace fields (``get_preset("cpu", steps=50)``).
+    ``overrides`` replace fields (``get_preset("cpu", steps=50)``). The preset's ``seed``
+    (and its SFT seed) is ``$GRPO_EDU_SEED_SHIFT``, 0 by default.
     """
     if name == "auto":
         name = "gpu" if torch.cuda.is_available() else "cpu"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)} or 'auto'")
+    if name not in _SIZES:
+        raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)} or 'auto'")
     if device is None:
-        device = "cuda" if name == "gpu" and torch.cuda.is_available() else ("cpu" if name == "cpu" else "cpu")
-    preset = PRESETS[name](device)
+        device = "cuda" if name == "gpu" and torch.cuda.is_available() else "cpu"
+    preset = _build(name, device, seed_shift())
     unknown = set(overrides) - set(preset.__dataclass_fields__)
     if unknown:
-        raise ValueError(f"unknown preset fields {sorted(unknown)}")
+        raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(preset.__dataclass_fields__)}")
     return replace(preset, **overrides)
+
+
+def resolve_preset(preset) -> Preset:
+    """A `Preset` from a Preset or a name ("cpu", "gpu", "auto"): the one place names resolve."""
+    if isinstance(preset, Preset):
+        return preset
+    if isinstance(preset, str):
+        return get_preset(preset)
+    raise ValueError(f"preset must be a Preset or one of {list(PRESETS)} / 'auto', got {preset!r}")
 
 
 def make_task(preset: Preset):

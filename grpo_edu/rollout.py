@@ -1,5 +1,8 @@
 """Batched sampling from the policy, and the log-probs of a sampled batch.
 
+``sample_batch`` is the first two lines of the one loop (sample problems, generate, score):
+the training loop, the measurements and the notebooks all draw their batches with it.
+
 ``generate`` samples ``group_size`` completions for each prompt (the samples of one prompt
 are consecutive rows) with a KV cache and an explicit ``torch.Generator``, and returns a
 `Rollout`. ``sequence_logprobs`` recomputes the per-token log-probs of a rollout under any
@@ -93,6 +96,35 @@ class Rollout:
         )
 
 
+def _check_generate_args(model, prompt_ids, group_size, max_new_tokens, temperature, top_k):
+    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0:
+        raise ValueError(f"prompt_ids must be a non-empty [n, P] tensor, got {tuple(prompt_ids.shape)}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be None or >= 1, got {top_k}")
+    ctx = getattr(getattr(model, "config", None), "max_seq_len", None)
+    P = prompt_ids.shape[1]
+    if ctx is not None and P + max_new_tokens > ctx:
+        raise ValueError(
+            f"prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's context max_seq_len={ctx}"
+        )
+
+
+def _next_token(logits, greedy: bool, top_k, generator):
+    """a_t ~ softmax(top_k(logits)) (or argmax); logits already divided by the temperature."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(1)
+
+
 @torch.no_grad()
 def generate(
     model: nn.Module,
@@ -120,69 +152,35 @@ def generate(
     With ``use_cache=False`` the whole prefix is recomputed each step (the slow way, kept
     to show what the KV cache buys; the tokens are the same).
     """
-    if prompt_ids.dim() != 2 or prompt_ids.shape[0] == 0:
-        raise ValueError(f"prompt_ids must be a non-empty [n, P] tensor, got {tuple(prompt_ids.shape)}")
-    if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got {group_size}")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be None or >= 1, got {top_k}")
-    ctx = getattr(getattr(model, "config", None), "max_seq_len", None)
-    P = prompt_ids.shape[1]
-    if ctx is not None and P + max_new_tokens > ctx:
-        raise ValueError(
-            f"prompt ({P} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
-            f"context max_seq_len={ctx}"
-        )
+    _check_generate_args(model, prompt_ids, group_size, max_new_tokens, temperature, top_k)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     prompts = prompt_ids.to(device).repeat_interleave(group_size, dim=0)
-    B = prompts.shape[0]
-    greedy = temperature == 0
+    B, greedy = prompts.shape[0], temperature == 0
     scale = 1.0 if greedy else temperature
-
     cache = model.new_cache() if use_cache else None
-    seq = prompts
-    step_input = prompts
-    tokens, logps = [], []
+    seq, step_input = prompts, prompts
+    tokens, logps, alive = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    alive_mask = []
     for _ in range(max_new_tokens):
-        logits = model(step_input, cache)[:, -1] if use_cache else model(seq)[:, -1]
-        logits = logits.float() / scale
-        logp_all = torch.log_softmax(logits, dim=-1)
-        if greedy:
-            nxt = logits.argmax(dim=-1)
-        else:
-            filt = logits
-            if top_k is not None and top_k < logits.shape[-1]:
-                kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-                filt = logits.masked_fill(logits < kth, float("-inf"))
-            probs = torch.softmax(filt, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        logits = (model(step_input, cache) if use_cache else model(seq))[:, -1].float() / scale
+        nxt = _next_token(logits, greedy, top_k, generator)
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        alive_mask.append((~done).float())
-        logps.append(logp_all.gather(1, nxt[:, None]).squeeze(1) * (~done).float())
+        alive.append((~done).float())
+        logps.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1) * (~done).float())
         tokens.append(nxt)
         done = done | (nxt == eos_id)
-        seq = torch.cat([seq, nxt[:, None]], dim=1)
-        step_input = nxt[:, None]
+        seq, step_input = torch.cat([seq, nxt[:, None]], dim=1), nxt[:, None]
         if bool(done.all()):
             break
-    if was_training:
-        model.train()
-
+    model.train(was_training)
     completion = torch.stack(tokens, dim=1)
-    mask = torch.stack(alive_mask, dim=1)
     texts = [tokenizer.decode(row) for row in completion.tolist()] if tokenizer is not None else [""] * B
     return Rollout(
         prompt_ids=prompts,
         completion_ids=completion,
-        mask=mask,
+        mask=torch.stack(alive, dim=1),
         logprobs=torch.stack(logps, dim=1),
         group_ids=torch.arange(B, device=device) // group_size,
         truncated=~done,
@@ -203,9 +201,7 @@ def completion_logits(model: nn.Module, rollout: Rollout) -> torch.Tensor:
     return logits[:, P - 1 : -1]
 
 
-def sequence_logprobs(
-    model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False
-):
+def sequence_logprobs(model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False):
     """``log pi(a_t | s_t)`` of each completion token under ``model``, ``[B, T]`` (0 off-mask).
 
     Differentiable when called with grad enabled. ``temperature`` defaults to the one the
@@ -222,3 +218,45 @@ def completion_values(critic: nn.Module, rollout: Rollout) -> torch.Tensor:
     prefix ending at position ``P - 1 + t``."""
     P = rollout.prompt_length
     return critic(rollout.input_ids)[:, P - 1 : -1] * rollout.mask
+
+
+def expand(problems: list, group_size: int) -> list:
+    """Each problem repeated ``group_size`` times, consecutively (the rollout's row order)."""
+    return [p for p in problems for _ in range(group_size)]
+
+
+def sample_batch(
+    policy,
+    task,
+    n_prompts: int,
+    group_size: int = 1,
+    rng=0,
+    generator=None,
+    temperature: float = 1.0,
+    reward_kind: str = "outcome",
+):
+    """Sample ``n_prompts`` training problems, ``group_size`` completions each, and score them.
+
+        problems = task.sample(n_prompts, rng)
+        rollout  = generate(policy, prompts, group_size, temperature)     # B = n_prompts x G rows
+        scores   = task.token_scores(problems, rollout, reward_kind)     # [B, T], sparse outcome
+
+    ``rng``: a numpy Generator (advanced in place) or an int seed; ``generator``: the torch
+    Generator of the sampling. Returns ``(rollout, scores [B, T], problems [B])`` with each
+    problem repeated ``group_size`` times like the rollout's rows.
+    """
+    if reward_kind not in ("outcome", "process"):
+        raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")
+    problems = task.sample(n_prompts, rng)
+    ro = generate(
+        policy,
+        task.encode_prompts(problems),
+        group_size=group_size,
+        max_new_tokens=task.max_answer_length,
+        temperature=temperature,
+        generator=generator,
+        tokenizer=task.tokenizer,
+    )
+    rows = expand(problems, group_size)
+    scores = task.token_scores(rows, ro.completion_ids, ro.mask, kind=reward_kind).to(ro.mask.device)
+    return ro, scores, rows

@@ -17,31 +17,20 @@ from a reference built one way or another.
   reference memorises its labels, lands anywhere between 25% and 60% held-out depending on
   the seed, and RL (GRPO most of all) learns slowly from it.
 
-``reference_policy(preset)`` caches the result: the first call trains it (seconds on a
-CPU) and saves it atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``);
-later calls load it with ``weights_only=True``. The file name is a hash of everything that
-determines the weights (task, model, SFT config, seed), and the config is stored inside and
-compared on load, so a checkpoint made with another config is never loaded by mistake.
+`grpo_edu.reference.reference_policy` builds (or loads from its cache) the reference of a
+preset with `train_sft`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import load_checkpoint, load_state_dict_checked, save_checkpoint
 from .evaluation import evaluate
-from .model import ModelConfig, TinyGPT
-
-FORMAT_VERSION = 1
 
 
 @dataclass
@@ -69,9 +58,7 @@ class SFTConfig:
         if self.target_metric not in ("greedy", "sampled"):
             raise ValueError(f"SFTConfig.target_metric must be 'greedy' or 'sampled', got {self.target_metric!r}")
         if not 0.0 < self.target_accuracy <= 1.0:
-            raise ValueError(
-                f"SFTConfig.target_accuracy must be in (0, 1], got {self.target_accuracy}"
-            )
+            raise ValueError(f"SFTConfig.target_accuracy must be in (0, 1], got {self.target_accuracy}")
 
 
 def sft_batch(task, problems, device="cpu"):
@@ -106,8 +93,7 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
     device = next(policy.parameters()).device
     rng = np.random.default_rng(cfg.seed)
     pool = labelled_set(task, cfg) if cfg.n_examples is not None else None
-    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas),
-                            weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
     hist = {"step": [], "accuracy": [], "loss": []}
     t0 = time.perf_counter()
     bar = tqdm(range(1, cfg.max_steps + 1), desc="SFT warm start", disable=not progress, leave=False)
@@ -140,79 +126,3 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
     policy.eval()
     hist["seconds"] = time.perf_counter() - t0
     return hist
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GRPO_EDU_CACHE", Path.home() / ".cache" / "grpo-edu"))
-
-
-def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:
-    """Everything that determines the reference weights (the cache key)."""
-    return {
-        "format": FORMAT_VERSION,
-        # the training reward does not change SFT: tasks that differ only in it share pi_ref
-        "task": {k: v for k, v in task.config.items() if k != "reward_values"},
-        "model": model_config.to_dict(),
-        "sft": asdict(sft_config),
-    }
-
-
-def reference_policy(
-    preset=None,
-    *,
-    task=None,
-    model_config: ModelConfig | None = None,
-    sft_config: SFTConfig | None = None,
-    device=None,
-    cache: bool | str | Path = True,
-    retrain: bool = False,
-    progress: bool = True,
-    return_info: bool = False,
-):
-    """The SFT reference policy pi_ref for a preset (or an explicit task/model/SFT config).
-
-    Trains it the first time and caches it; loads it afterwards. ``cache`` may be False
-    (never touch disk) or a folder. Returns the policy in eval mode (and, with
-    ``return_info``, a dict with ``accuracy``, ``steps``, ``seconds``, ``path``, ``loaded``).
-    """
-    from .presets import get_preset, make_task
-
-    if preset is not None and not hasattr(preset, "model"):
-        preset = get_preset(preset)
-    if preset is not None:
-        task = task or make_task(preset)
-        model_config = model_config or preset.model
-        sft_config = sft_config or preset.sft
-        device = device or preset.device
-    if task is None or model_config is None:
-        raise ValueError("reference_policy needs a preset, or both task= and model_config=")
-    sft_config = sft_config or SFTConfig()
-    device = torch.device(device or "cpu")
-    cfg = reference_config(task, model_config, sft_config)
-    key = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
-    folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
-    path = folder / f"reference-{key}.pt" if folder is not None else None
-
-    policy = TinyGPT(model_config)
-    info = {"path": str(path) if path else None, "loaded": False}
-    if path is not None and path.exists() and not retrain:
-        try:
-            state = load_checkpoint(path, expected_config=cfg)
-            load_state_dict_checked(policy, state["state_dict"], source=str(path))
-            info.update(loaded=True, accuracy=state["accuracy"], steps=state["steps"], seconds=0.0)
-        except ValueError as exc:  # stale or foreign file under our name: retrain over it
-            info["warning"] = f"retrained: {exc}"
-    if not info["loaded"]:
-        torch.manual_seed(sft_config.seed)
-        policy = TinyGPT(model_config)
-        policy.to(device)
-        hist = train_sft(policy, task, sft_config, progress=progress)
-        acc = hist["accuracy"][-1] if hist["accuracy"] else evaluate(policy, task)
-        info.update(accuracy=acc, steps=hist["step"][-1] if hist["step"] else 0, seconds=hist["seconds"])
-        if path is not None:
-            sd = {k: v.detach().cpu() for k, v in policy.state_dict().items()}
-            save_checkpoint(path, {"config": cfg, "state_dict": sd, "accuracy": acc, "steps": info["steps"]})
-    policy.to(device).eval()
-    for p in policy.parameters():
-        p.requires_grad_(True)
-    return (policy, info) if return_info else policy

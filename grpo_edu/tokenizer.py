@@ -47,7 +47,7 @@ class CharTokenizer:
             if ch not in self.stoi or ch in SPECIALS:
                 raise ValueError(
                     f"unknown character {ch!r} at position {pos} of {text!r}; "
-                    f"the tokenizer knows {''.join(self.vocab[len(SPECIALS):])!r}"
+                    f"the tokenizer knows {''.join(self.vocab[len(SPECIALS) :])!r}"
                 )
             ids.append(self.stoi[ch])
         if add_bos:

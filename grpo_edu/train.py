@@ -1,9 +1,7 @@
 """The one loop all four algorithms share, and the history it records.
 
-    problems = task.sample(n_prompts)                        # envs: the arithmetic world
-    rollout  = generate(policy, problems, group_size)        # grpo_edu.rollout
-    scores   = task.token_scores(problems, rollout)          # sparse final answer (or dense)
-    stats    = algorithm.update(rollout, scores)             # advantages + loss + optimizer
+    problems, rollout, scores = sample_batch(policy, task, n_prompts, group_size)   # sample, score
+    stats = algorithm.update(rollout, scores)                # advantages + loss + optimizer
     every eval_every steps: greedy held-out accuracy
 
 Training wall time excludes evaluation, so ``seconds`` compares algorithms fairly.
@@ -21,22 +19,26 @@ import numpy as np
 import torch
 
 from .evaluation import evaluate
-from .rollout import Rollout, generate
-
-METRICS = (  # per-step names, as training logs (TRL, verl) call them; value_loss only with a critic
-    "reward", "reward_std", "kl", "entropy", "clip_ratio", "completion_length",
-    "frac_reward_zero_std", "grad_norm", "value_loss",
-)
+from .presets import make_task, resolve_preset
+from .reference import reference_policy
+from .rollout import sample_batch
 
 
 class History:
-    """Per-step metrics and periodic evaluations of one training run."""
+    """Per-step metrics and periodic evaluations of one training run.
+
+    ``steps``: one dict per RL step with the metrics training logs (TRL, verl) call
+    ``reward``, ``reward_std``, ``kl``, ``entropy``, ``clip_ratio``, ``completion_length``,
+    ``frac_reward_zero_std``, ``grad_norm`` (``value_loss`` with a critic), plus ``step``,
+    ``samples`` (completions generated so far), ``samples_trained`` and ``seconds``.
+    ``evals``: ``{"step", "samples", "seconds", "accuracy"}`` every ``eval_every`` steps.
+    """
 
     def __init__(self, name: str = "", config: dict | None = None):
         self.name = name
         self.config = config or {}
-        self.steps: list[dict] = []  # one dict per RL step
-        self.evals: list[dict] = []  # {"step", "samples", "seconds", "accuracy"}
+        self.steps: list[dict] = []
+        self.evals: list[dict] = []
 
     def series(self, key: str) -> np.ndarray:
         """One metric over steps (NaN where a step did not record it)."""
@@ -61,14 +63,6 @@ class History:
                 return e[key]
         return None
 
-    def accuracy_at(self, value: float, key: str = "samples") -> float:
-        """The last evaluated accuracy at or before ``key == value``."""
-        acc = math.nan
-        for e in self.evals:
-            if e[key] <= value + 1e-9:
-                acc = e["accuracy"]
-        return acc
-
     def to_dict(self) -> dict:
         return {"name": self.name, "config": self.config, "steps": self.steps, "evals": self.evals}
 
@@ -82,54 +76,31 @@ class History:
         Path(path).write_text(json.dumps(self.to_dict()))
 
     def __repr__(self):
-        return (f"History({self.name!r}, steps={len(self.steps)}, "
-                f"accuracy {self.initial_accuracy:.3f} -> {self.final_accuracy:.3f})")
+        return (
+            f"History({self.name!r}, steps={len(self.steps)}, "
+            f"accuracy {self.initial_accuracy:.3f} -> {self.final_accuracy:.3f})"
+        )
 
 
-def expand(problems: list, group_size: int) -> list:
-    """Each problem repeated ``group_size`` times, consecutively (the rollout's row order)."""
-    return [p for p in problems for _ in range(group_size)]
+def _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy) -> bool:
+    return not (
+        (steps is not None and step >= steps)
+        or (samples is not None and n_samples >= samples)
+        or (seconds is not None and t_train >= seconds)
+        or (target_accuracy is not None and acc >= target_accuracy)
+    )
 
 
-def collect(policy, task, algorithm, n_prompts: int, rng, generator, reward_kind="outcome",
-            info: dict | None = None):
-    """Sample a rollout and score it: ``(rollout, scores [B, T], problems [B])``.
-
-    With ``dynamic_sampling`` (DAPO) groups whose rewards are all equal are dropped and more
-    are sampled, up to ``max_resample`` extra rounds, until ``n_prompts`` groups carry signal.
-    ``info["generated"]`` (if a dict is passed) receives the number of completions sampled,
-    kept or not: the cost.
-    """
-    cfg = algorithm.config
-    G = cfg.group_size
-    dynamic = getattr(cfg, "dynamic_sampling", False)
-    parts, kept_problems, have, rounds = [], [], 0, 0
-    while True:
-        problems = task.sample(n_prompts, rng)
-        ro = generate(policy, task.encode_prompts(problems), group_size=G,
-                      max_new_tokens=task.max_answer_length, temperature=cfg.temperature,
-                      generator=generator, tokenizer=task.tokenizer)
-        rep = expand(problems, G)
-        scores = task.token_scores(rep, ro.completion_ids, ro.mask, kind=reward_kind).to(ro.mask.device)
-        if info is not None:
-            info["generated"] = info.get("generated", 0) + ro.batch_size
-        if not dynamic:
-            return ro, scores, rep
-        keep = algorithm.keep_groups(scores.sum(dim=1))
-        idx = keep.nonzero().squeeze(1)[: (n_prompts - have) * G]
-        if len(idx):
-            parts.append((ro.select(idx), scores[idx]))
-            kept_problems += [rep[i] for i in idx.tolist()]
-            have += len(idx) // G
-        rounds += 1
-        if have >= n_prompts or rounds > cfg.max_resample:
-            break
-    if not parts:  # nothing informative at all: fall back to the last (all-equal) batch
-        return ro, scores, rep
-    T = max(s.shape[1] for _, s in parts)
-    ro = Rollout.concat([r for r, _ in parts])
-    scores = torch.cat([torch.nn.functional.pad(s, (0, T - s.shape[1])) for _, s in parts])
-    return ro, scores, kept_problems
+def _resolve_budget(preset, algorithm, reward_kind, steps, seconds, samples, sequences_per_step, seed, eval_every):
+    """The run's steps (the preset's when no budget is given), sequences per step, seed, eval period."""
+    if reward_kind not in ("outcome", "process"):
+        raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")
+    if steps is None and seconds is None and samples is None:
+        steps = preset.steps
+    seq_per_step, G = sequences_per_step or preset.sequences_per_step, algorithm.config.group_size
+    if seq_per_step % G:
+        raise ValueError(f"sequences_per_step={seq_per_step} is not a multiple of group_size={G}")
+    return steps, seq_per_step, preset.seed if seed is None else seed, eval_every or preset.eval_every
 
 
 def train(
@@ -142,7 +113,7 @@ def train(
     seconds: float | None = None,
     samples: int | None = None,
     sequences_per_step: int | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     eval_every: int | None = None,
     reward_kind: str = "outcome",
     target_accuracy: float | None = None,
@@ -157,62 +128,45 @@ def train(
     dropped); ``samples_trained`` counts those the update saw.
     Every algorithm sees ``sequences_per_step`` completions per step (the preset's
     prompts x group_size), so a REINFORCE step (512 prompts x 1) and a GRPO step (64
-    prompts x 8) cost the same generation. Same seed, same history on the same machine.
+    prompts x 8) cost the same generation. ``seed`` defaults to the preset's. Same seed,
+    same history on the same machine. (One function on purpose: it is the loop the course
+    teaches, read top to bottom.)
     """
     from tqdm.auto import tqdm
 
-    from .presets import get_preset, make_task
-    from .sft import reference_policy
-
-    if preset is not None and not hasattr(preset, "model"):
-        preset = get_preset(preset)
+    preset = resolve_preset(preset)
     task = task or make_task(preset)
-    if reference is None:
-        reference = reference_policy(preset, task=task, progress=progress)
-    if policy is None:
-        policy = copy.deepcopy(reference)
-    if reward_kind not in ("outcome", "process"):
-        raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")
-    if steps is None and seconds is None and samples is None:
-        steps = preset.steps
-    seq_per_step = sequences_per_step or preset.sequences_per_step
+    reference = reference if reference is not None else reference_policy(preset, task=task, progress=progress)
+    policy = policy if policy is not None else copy.deepcopy(reference)
+    steps, seq_per_step, seed, eval_every = _resolve_budget(
+        preset, algorithm, reward_kind, steps, seconds, samples, sequences_per_step, seed, eval_every
+    )
     G = algorithm.config.group_size
-    if seq_per_step % G:
-        raise ValueError(f"sequences_per_step={seq_per_step} is not a multiple of group_size={G}")
-    n_prompts = seq_per_step // G
-    eval_every = eval_every or preset.eval_every
-
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    device = next(policy.parameters()).device
+    rng, device = np.random.default_rng(seed), next(policy.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     algorithm.setup(policy, reference, generator=torch.Generator().manual_seed(seed + 1))
-    hist = History(name or algorithm.name, {"algorithm": algorithm.name, **algorithm.config.to_dict(),
-                                            "sequences_per_step": seq_per_step, "seed": seed})
-    n_samples, n_trained, t_train = 0, 0, 0.0
+    hist = History(
+        name or algorithm.name,
+        {"algorithm": algorithm.name, **algorithm.config.to_dict(), "sequences_per_step": seq_per_step, "seed": seed},
+    )
 
-    def do_eval(step):
-        acc = evaluate(policy, task)
-        hist.evals.append({"step": step, "samples": n_samples, "seconds": t_train, "accuracy": acc})
-        return acc
+    def sample():
+        return sample_batch(
+            policy, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
+        )
 
-    acc = do_eval(0)
+    def evaluate_now(step, n_samples, t_train):
+        hist.evals.append({"step": step, "samples": n_samples, "seconds": t_train, "accuracy": evaluate(policy, task)})
+        return hist.evals[-1]["accuracy"]
+
+    step, n_samples, n_trained, t_train = 0, 0, 0, 0.0
+    acc = evaluate_now(0, 0, 0.0)
     total = steps if steps is not None else (math.ceil(samples / seq_per_step) if samples else None)
-    bar = tqdm(total=total, desc=f"{hist.name}", disable=not progress, leave=False)
-    step = 0
-    while True:
-        if steps is not None and step >= steps:
-            break
-        if samples is not None and n_samples >= samples:
-            break
-        if seconds is not None and t_train >= seconds:
-            break
-        if target_accuracy is not None and acc >= target_accuracy:
-            break
-        step += 1
-        t0 = time.perf_counter()
-        info = {}
-        ro, scores, _ = collect(policy, task, algorithm, n_prompts, rng, generator, reward_kind, info)
+    bar = tqdm(total=total, desc=hist.name, disable=not progress, leave=False)
+    while _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy):
+        step, t0 = step + 1, time.perf_counter()
+        ro, scores, _, generated = algorithm.collect(sample)
         try:
             stats = algorithm.update(ro, scores)
         except FloatingPointError as exc:
@@ -220,18 +174,21 @@ def train(
         if device.type == "cuda":
             torch.cuda.synchronize()
         t_train += time.perf_counter() - t0
-        n_samples += info["generated"]
-        n_trained += ro.batch_size
-        rewards = scores.sum(dim=1)
-        record = {"step": step, "samples": n_samples, "samples_trained": n_trained, "seconds": t_train,
-                  "reward": float(rewards.mean()), "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0}
-        record.update({k: v for k, v in stats.items() if isinstance(v, (int, float))})
-        hist.steps.append(record)
+        n_samples, n_trained, rewards = n_samples + generated, n_trained + ro.batch_size, scores.sum(dim=1)
+        record = {
+            "step": step,
+            "samples": n_samples,
+            "samples_trained": n_trained,
+            "seconds": t_train,
+            "reward": float(rewards.mean()),
+            "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+        }
+        hist.steps.append({**record, **{k: v for k, v in stats.items() if isinstance(v, (int, float))}})
         if step % eval_every == 0:
-            acc = do_eval(step)
+            acc = evaluate_now(step, n_samples, t_train)
             bar.set_postfix(acc=f"{acc:.3f}")
         bar.update(1)
-    if not hist.evals or hist.evals[-1]["step"] != step:
-        do_eval(step)
+    if hist.evals[-1]["step"] != step:
+        evaluate_now(step, n_samples, t_train)
     bar.close()
     return hist

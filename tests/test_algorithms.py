@@ -14,14 +14,19 @@ from grpo_edu.algorithms import (
     make_algorithm,
 )
 from grpo_edu.algorithms.base import Batch
-from grpo_edu.rollout import generate
-from grpo_edu.train import expand
+from grpo_edu.rollout import expand, generate
 
 
 def _batch(task, policy, n_prompts=8, G=4, seed=0):
     probs = task.sample(n_prompts, seed)
-    ro = generate(policy, task.encode_prompts(probs), group_size=G, max_new_tokens=task.max_answer_length,
-                  generator=torch.Generator().manual_seed(seed), tokenizer=task.tokenizer)
+    ro = generate(
+        policy,
+        task.encode_prompts(probs),
+        group_size=G,
+        max_new_tokens=task.max_answer_length,
+        generator=torch.Generator().manual_seed(seed),
+        tokenizer=task.tokenizer,
+    )
     return ro, task.token_scores(expand(probs, G), ro.completion_ids, ro.mask)
 
 
@@ -41,8 +46,7 @@ def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
     for p in ref.parameters():
         assert not p.requires_grad  # the reference is frozen
-    if algo.uses_critic:
-        assert "value_loss" in stats
+    assert ("value_loss" in stats) == (algo.critic is not None) == (name in ("baseline", "ppo"))
 
 
 def test_same_interface_one_line_differs(task, tiny_policy):
@@ -52,17 +56,42 @@ def test_same_interface_one_line_differs(task, tiny_policy):
     last = ro.mask.sum(1).long() - 1
     R = torch.tensor([1.0, 0, 0, 0, 1, 1, 0, 0])
     scores[torch.arange(8), last] = R
-    batch = Batch(ro, scores, R, ro.mask, ro.logprobs, None, stats={})
+    batch = Batch(ro, scores, R, ro.mask, ro.logprobs, None)
     rf = make_algorithm("reinforce")
-    torch.testing.assert_close(rf.advantages(batch), R[:, None] * ro.mask)  # G_t = R (gamma 1)
+    torch.testing.assert_close(rf.advantages(batch).advantages, R[:, None] * ro.mask)  # G_t = R (gamma 1)
     bm = ReinforceBaseline(baseline="batch_mean")
-    torch.testing.assert_close(bm.advantages(batch), (R[:, None] - 0.375) * ro.mask)  # mean 3/8
+    est = bm.advantages(batch)
+    torch.testing.assert_close(est.advantages, (R[:, None] - 0.375) * ro.mask)  # mean 3/8
+    assert est.stats == {"baseline": 0.375} and batch.stats == {}  # returned, not written into the batch
+    rm = ReinforceBaseline(baseline="running_mean", running_mean_decay=0.5)
+    assert rm.advantages(batch).stats["baseline"] == 0.375  # the first batch starts the average
+    batch2 = Batch(ro, scores * 0, R * 0, ro.mask, ro.logprobs, None)
+    assert rm.advantages(batch2).stats["baseline"] == 0.375  # b is the average *before* this batch
+    assert rm.advantages(batch2).stats["baseline"] == 0.1875  # 0.5 * 0.375 + 0.5 * 0
     g = GRPO(group_size=4)
-    adv = g.advantages(batch)
+    adv = g.advantages(batch).advantages
     # group 1: r = [1,0,0,0], mean 0.25, population std sqrt(0.1875) = 0.4330
-    s1 = 0.1875 ** 0.5
+    s1 = 0.1875**0.5
     torch.testing.assert_close(adv[:4], torch.tensor([0.75, -0.25, -0.25, -0.25]) / (s1 + 1e-4))
     torch.testing.assert_close(adv[4:], torch.tensor([0.5, 0.5, -0.5, -0.5]) / (0.5 + 1e-4))
+    loo = GRPO(group_size=4, leave_one_out=True, scale_rewards="none").advantages(batch).advantages
+    # RLOO: r_i - mean of the other three: 1 - 0 = 1, 0 - 1/3 = -1/3; 1 - 1/3, 0 - 2/3
+    torch.testing.assert_close(loo, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 2 / 3, 2 / 3, -2 / 3, -2 / 3]))
+
+
+def test_each_rung_owns_its_line():
+    """The loss that differs lives in the rung's own file; GRPO is PPO without the critic."""
+    import inspect
+
+    from grpo_edu.algorithms import baseline, grpo, ppo, reinforce
+
+    assert "Fn.policy_gradient_loss" in inspect.getsource(reinforce.Reinforce.loss)
+    assert "Fn.baseline_advantages" in inspect.getsource(baseline.ReinforceBaseline.advantages)
+    assert "Fn.clipped_surrogate_loss" in inspect.getsource(ppo.PPO.loss)
+    assert "Fn.group_advantages" in inspect.getsource(grpo.GRPO.advantages)
+    assert grpo.GRPO.loss is ppo.PPO.loss and issubclass(grpo.GRPO, ppo.PPO)
+    for module in (reinforce, baseline, ppo, grpo):
+        assert len(inspect.getsource(module).splitlines()) <= 110, module.__name__
 
 
 def test_kl_in_reward_changes_sequence_reward(task, tiny_policy):
@@ -91,7 +120,7 @@ def test_mask_truncated_completions(task, tiny_policy):
 
 def test_dynamic_sampling_keeps_informative_groups():
     g = GRPO(group_size=2)
-    keep = g.keep_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]))
+    keep = g.informative_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]))
     assert keep.tolist() == [False, False, True, True, False, False]
 
 

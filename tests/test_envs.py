@@ -44,10 +44,7 @@ def test_answers_by_hand():
     assert rev.make_problem(23, 58).answer == "18" and fwd.make_problem(23, 58).answer == "81"
     assert rev.make_problem(99, 99).answer == "891" and fwd.make_problem(99, 99).answer == "198"
     assert rev.make_problem(7, 3, "-").answer == "4" and fwd.make_problem(7, 3, "-").answer == "4"
-    assert (
-        rev.make_problem(12, 12, "*").answer == "441"
-        and fwd.make_problem(12, 12, "*").answer == "144"
-    )
+    assert rev.make_problem(12, 12, "*").answer == "441" and fwd.make_problem(12, 12, "*").answer == "144"
     assert rev.make_problem(50, 50).answer == "001"  # reversed 100: no *leading* zeros in 100
     p = rev.make_problem(3, 58)
     assert p == Problem(3, 58, "+", "03+58=", "16", 61)
@@ -94,9 +91,7 @@ def test_heldout_is_the_hash():
     task = ArithmeticTask(digits=1, heldout_per_mille=300)
     import zlib
 
-    expected = {
-        (a, b) for a in range(10) for b in range(10) if zlib.crc32(f"{a}+{b}".encode()) % 1000 < 300
-    }
+    expected = {(a, b) for a in range(10) for b in range(10) if zlib.crc32(f"{a}+{b}".encode()) % 1000 < 300}
     # the held-out space (~30) is smaller than eval_size: all of it comes back
     assert {(p.a, p.b) for p in task.eval_problems()} == expected
 
@@ -276,9 +271,7 @@ def test_the_answer_is_always_rewarded(a, b, op, reverse):
 # ------------------------------------------------------------------ the token MDP
 def test_check_env_arithmetic():
     quiet_check_env(ArithmeticEnv())
-    quiet_check_env(
-        ArithmeticEnv(digits=3, ops=("+", "*"), reward_kind="process", render_mode="ansi")
-    )
+    quiet_check_env(ArithmeticEnv(digits=3, ops=("+", "*"), reward_kind="process", render_mode="ansi"))
     for kwargs in [{}, {"mixed_digits": (1, 2)}]:
         env = gymnasium.make("grpo_edu/Arithmetic-v0", **kwargs)
         quiet_check_env(env.unwrapped)
@@ -371,9 +364,7 @@ def test_maze_shortest_path_and_goal():
     assert rewards == [-0.01] * 7 + [1.0] and terminated and not truncated
     assert state == env.goal == env.cell(2, 2) and info["steps"] == 8
     gamma = 0.9
-    assert env.optimal_return(gamma) == pytest.approx(
-        sum(gamma**t * r for t, r in enumerate(rewards))
-    )
+    assert env.optimal_return(gamma) == pytest.approx(sum(gamma**t * r for t, r in enumerate(rewards)))
     # the long way round is worth less
     env.reset()
     long_way = run(env, [DOWN] * 4 + [RIGHT] * 4 + [UP] * 2 + [LEFT] * 2)[0]

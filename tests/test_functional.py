@@ -57,9 +57,7 @@ def test_all_is_the_public_api():
     assert sorted(Fn.__all__) == sorted(
         n
         for n in dir(Fn)
-        if not n.startswith("_")
-        and callable(getattr(Fn, n))
-        and getattr(Fn, n).__module__ == Fn.__name__
+        if not n.startswith("_") and callable(getattr(Fn, n)) and getattr(Fn, n).__module__ == Fn.__name__
     )
 
 
@@ -170,9 +168,7 @@ def test_group_advantages_group_scale_biased_and_unbiased():
 def test_group_advantages_batch_and_none_scales():
     r = t([1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0])
     batch_mean = 6 / 8
-    batch_std = math.sqrt(
-        (6 * (1 - batch_mean) ** 2 + 2 * (0 - batch_mean) ** 2) / 8
-    )  # sqrt(0.1875)
+    batch_std = math.sqrt((6 * (1 - batch_mean) ** 2 + 2 * (0 - batch_mean) ** 2) / 8)  # sqrt(0.1875)
     adv, _ = group_advantages(r, group_size=4, scale="batch")
     a = (1 - 0.5) / (batch_std + 1e-6)  # centred by the *group* mean, scaled by the batch std
     close(adv, [a, -a, a, -a, 0, 0, 0, 0])
@@ -207,9 +203,7 @@ cents = st.integers(-500, 500).map(lambda c: c / 100)  # a grid: any nonzero std
 @FAST
 @given(n_groups=st.integers(1, 4), group_size=st.integers(2, 8), data=st.data())
 def test_group_advantages_are_standardised_within_each_group(n_groups, group_size, data):
-    values = data.draw(
-        st.lists(cents, min_size=n_groups * group_size, max_size=n_groups * group_size)
-    )
+    values = data.draw(st.lists(cents, min_size=n_groups * group_size, max_size=n_groups * group_size))
     r = t(values)
     adv, stats = group_advantages(r, group_size)
     adv_u, _ = group_advantages(r, group_size, unbiased=True)
@@ -265,9 +259,7 @@ def test_kl_estimators_by_hand():
 def test_exact_kl_by_hand_both_directions():
     pi, ref = torch.log(t([[[0.5, 0.5]]])), torch.log(t([[[0.25, 0.75]]]))
     close(exact_kl(pi, ref), [[0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)]])
-    close(
-        exact_kl(pi, ref, "ref||pi"), [[0.25 * math.log(0.25 / 0.5) + 0.75 * math.log(0.75 / 0.5)]]
-    )
+    close(exact_kl(pi, ref, "ref||pi"), [[0.25 * math.log(0.25 / 0.5) + 0.75 * math.log(0.75 / 0.5)]])
     one_hot = t([[[0.0, -math.inf]]])  # pi = [1, 0]
     uniform = torch.zeros(1, 1, 2, dtype=D)
     close(exact_kl(one_hot, uniform), [[math.log(1 / 0.5)]])  # 0 * log 0 = 0, not NaN
@@ -324,9 +316,7 @@ def test_clipped_surrogate_by_hand_with_asymmetric_clip():
     assert sym["clip_high"] == pytest.approx(2 / 5)
     mask = t([[0.0, 1.0, 1.0, 1.0, 1.0]])  # stats over masked tokens only
     _, masked = clipped_surrogate_loss(logp, old, adv, eps_low=0.2, eps_high=0.28, mask=mask)
-    assert masked == pytest.approx(
-        {"clip_low": 1 / 4, "clip_high": 0.0, "clip_ratio": 1 / 4, "ratio_mean": 3.75 / 4}
-    )
+    assert masked == pytest.approx({"clip_low": 1 / 4, "clip_high": 0.0, "clip_ratio": 1 / 4, "ratio_mean": 3.75 / 4})
     _, empty = clipped_surrogate_loss(logp, old, adv, mask=torch.zeros_like(mask))
     assert empty == {"clip_low": 0.0, "clip_high": 0.0, "clip_ratio": 0.0, "ratio_mean": 0.0}
 
@@ -358,20 +348,14 @@ def test_aggregate_loss_three_modes_with_empty_completion():
 
 
 @FAST
-@given(
-    arrays(
-        np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)), elements=st.floats(-100, 100)
-    )
-)
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)), elements=st.floats(-100, 100)))
 def test_masked_mean_with_all_ones_mask_is_mean(x):
     x = torch.from_numpy(x)
     close(masked_mean(x, torch.ones_like(x)), x.mean(), atol=1e-9)
 
 
 @FAST
-@given(
-    arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)), elements=st.floats(-10, 10))
-)
+@given(arrays(np.float64, st.tuples(st.integers(1, 4), st.integers(1, 6)), elements=st.floats(-10, 10)))
 def test_discounted_returns_gamma_one_is_reversed_cumsum(r):
     r = torch.from_numpy(r)
     close(discounted_returns(r, torch.ones_like(r), 1.0), r.flip(-1).cumsum(-1).flip(-1), atol=1e-9)
@@ -392,9 +376,7 @@ def test_clipped_tokens_are_exactly_the_zero_gradient_tokens(shape, eps_low, eps
     lr = torch.from_numpy(data.draw(arrays(np.float64, shape, elements=log_ratios)))
     adv = torch.from_numpy(data.draw(arrays(np.float64, shape, elements=advs)))
     rho = lr.exp()
-    assume(
-        ((rho - (1 - eps_low)).abs() > 1e-9).all() and ((rho - (1 + eps_high)).abs() > 1e-9).all()
-    )
+    assume(((rho - (1 - eps_low)).abs() > 1e-9).all() and ((rho - (1 + eps_high)).abs() > 1e-9).all())
     old = torch.full(shape, -1.0, dtype=D)
     logp = (old + lr).requires_grad_()
     loss, stats = clipped_surrogate_loss(logp, old, adv, eps_low, eps_high)
@@ -406,9 +388,7 @@ def test_clipped_tokens_are_exactly_the_zero_gradient_tokens(shape, eps_low, eps
 
 
 @FAST
-@given(
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 5)), eps=st.floats(0.0, 0.5), data=st.data()
-)
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 5)), eps=st.floats(0.0, 0.5), data=st.data())
 def test_clipped_loss_at_rho_one_has_the_policy_gradient(shape, eps, data):
     logp = torch.from_numpy(data.draw(arrays(np.float64, shape, elements=st.floats(-5, 0))))
     adv = torch.from_numpy(data.draw(arrays(np.float64, shape[:1], elements=advs)))  # per sequence
@@ -495,33 +475,23 @@ def test_gradcheck_losses_and_logprob_functions():
     lr = t([[-0.5, -0.1, 0.05, 0.4], [0.3, -0.4, 0.0, 0.1]])
     logp = (old + lr).requires_grad_()
     adv_t = t([[1.0, -1.0, 2.0, -0.5], [-1.0, 1.0, 0.5, 1.5]])
-    assert torch.autograd.gradcheck(
-        lambda lp: clipped_surrogate_loss(lp, old, adv_t, 0.2, 0.1)[0], (logp,)
-    )
+    assert torch.autograd.gradcheck(lambda lp: clipped_surrogate_loss(lp, old, adv_t, 0.2, 0.1)[0], (logp,))
     returns, old_v = (
         torch.randn(2, 4, dtype=D, generator=gen),
         t([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]),
     )
     values = (old_v + t([[0.5, -0.05, 0.1, -1.0], [-0.7, 0.3, 0.0, 0.0]])).requires_grad_()
     assert torch.autograd.gradcheck(lambda v: value_loss(v, returns, mask), (values,))
-    assert torch.autograd.gradcheck(
-        lambda v: value_loss(v, returns, mask, old_v, clip=0.2), (values,)
-    )
+    assert torch.autograd.gradcheck(lambda v: value_loss(v, returns, mask, old_v, clip=0.2), (values,))
     for mode in ("sequence_mean", "token_mean", "constant"):
-        assert torch.autograd.gradcheck(
-            lambda x, mode=mode: aggregate_loss(x, mask, mode), (randn(2, 4),)
-        )
+        assert torch.autograd.gradcheck(lambda x, mode=mode: aggregate_loss(x, mask, mode), (randn(2, 4),))
     logits, ref_logits = randn(2, 3, 5), randn(2, 3, 5)
     assert torch.autograd.gradcheck(entropy, (logits,))
     for direction in ("pi||ref", "ref||pi"):
-        assert torch.autograd.gradcheck(
-            lambda a, b, d=direction: exact_kl(a, b, d), (logits, ref_logits)
-        )
+        assert torch.autograd.gradcheck(lambda a, b, d=direction: exact_kl(a, b, d), (logits, ref_logits))
     tokens = torch.randint(0, 5, (2, 3), generator=gen)
     assert torch.autograd.gradcheck(lambda z: token_logprobs(z, tokens, temperature=0.7), (logits,))
-    assert torch.autograd.gradcheck(
-        lambda a, b: kl_estimate(a, b, "k3"), (randn(2, 3), randn(2, 3))
-    )
+    assert torch.autograd.gradcheck(lambda a, b: kl_estimate(a, b, "k3"), (randn(2, 3), randn(2, 3)))
 
 
 # ------------------------------------------------------------------------- bad input
@@ -574,9 +544,7 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(
-    "call, name", BAD_INPUT, ids=[f"{i}-{n}" for i, (_, n) in enumerate(BAD_INPUT)]
-)
+@pytest.mark.parametrize("call, name", BAD_INPUT, ids=[f"{i}-{n}" for i, (_, n) in enumerate(BAD_INPUT)])
 def test_bad_input_raises_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         call()

@@ -25,8 +25,17 @@ RUNS = {  # name -> (algorithm, config overrides, train kwargs)
     "baseline_running_mean": ("baseline", {"baseline": "running_mean"}, {}),
     "ppo": ("ppo", {}, {}),
     "grpo": ("grpo", {}, {}),
-    "grpo_kl_reward_k3_dr": ("grpo", {"kl_placement": "reward", "kl_estimator": "k3", "scale_rewards": "none",
-                                      "loss_type": "dr_grpo", "eps_high": 0.28}, {}),
+    "grpo_kl_reward_k3_dr": (
+        "grpo",
+        {
+            "kl_placement": "reward",
+            "kl_estimator": "k3",
+            "scale_rewards": "none",
+            "loss_type": "dr_grpo",
+            "eps_high": 0.28,
+        },
+        {},
+    ),
     "grpo_seqmean_unbiased": ("grpo", {"loss_type": "sequence_mean", "unbiased_std": True, "beta": 0.0}, {}),
     "grpo_dynamic_process": ("grpo", {"dynamic_sampling": True}, {"reward_kind": "process"}),
     "ppo_kl_k2_entropy": ("ppo", {"kl_estimator": "k2", "entropy_coef": 0.01, "lam": 0.95}, {}),
@@ -35,20 +44,35 @@ RUNS = {  # name -> (algorithm, config overrides, train kwargs)
 
 def _run(name):
     from grpo_edu import ModelConfig, SFTConfig, TinyGPT, get_preset, make_algorithm, train
-    from grpo_edu.sft import reference_policy
+    from grpo_edu.reference import reference_policy
 
     algo, config, kw = RUNS[name]
     from envs import ArithmeticTask
 
     preset = get_preset("cpu")
     task = ArithmeticTask(digits=1, eval_size=100)  # easy: the reference is partly right after 60 steps
-    reference = reference_policy(task=task, model_config=ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=12),
-                                 sft_config=SFTConfig(max_steps=60, target_accuracy=1.0, eval_every=60, batch_size=128),
-                                 cache=False, progress=False)
+    reference = reference_policy(
+        task=task,
+        model_config=ModelConfig(d_model=32, n_layers=1, n_heads=2, max_seq_len=12),
+        sft_config=SFTConfig(max_steps=60, target_accuracy=1.0, eval_every=60, batch_size=128),
+        cache=False,
+        progress=False,
+    )
     policy = TinyGPT(reference.config)
     policy.load_state_dict(reference.state_dict())
-    h = train(make_algorithm(algo, **config), task=task, reference=reference, policy=policy, preset=preset,
-              steps=3, sequences_per_step=128, seed=0, eval_every=3, progress=False, **kw)
+    h = train(
+        make_algorithm(algo, **config),
+        task=task,
+        reference=reference,
+        policy=policy,
+        preset=preset,
+        steps=3,
+        sequences_per_step=128,
+        seed=0,
+        eval_every=3,
+        progress=False,
+        **kw,
+    )
     steps = [{k: v for k, v in s.items() if k != "seconds"} for s in h.steps]
     norm = float(torch.sqrt(sum((p.detach().double() ** 2).sum() for p in policy.parameters())))
     return {"steps": steps, "accuracy": [e["accuracy"] for e in h.evals], "param_norm": norm}

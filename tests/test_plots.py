@@ -112,8 +112,9 @@ def test_memory_figures():
              "optimizer_state": 8 * P, "reference_params": 4 * P, "critic_params": 4 * P,
              "critic_grads": 4 * P, "critic_optimizer_state": 8 * P, "activations": 10 * P,
              "measured_peak": 40 * P}]  # fmt: skip
-    nested = [{"algorithm": "GRPO", "breakdown": {"policy_params": 4 * P, "activations": P},
-               "measured_peak_step": 6 * P}]  # diagnostics.step_memory's layout
+    nested = [
+        {"algorithm": "GRPO", "breakdown": {"policy_params": 4 * P, "activations": P}, "measured_peak_step": 6 * P}
+    ]  # diagnostics.step_memory's layout
     (ax,) = labelled(plots.plot_memory(nested))
     assert ax.lines[0].get_ydata()[0] == pytest.approx(6.0)
     (ax,) = labelled(plots.plot_memory(rows))

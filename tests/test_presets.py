@@ -26,8 +26,15 @@ def test_gpu_preset_runs_a_step_on_any_device():
     assert p.device == ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     policy = TinyGPT(p.model).to(p.device)
-    h = train(make_algorithm("grpo", group_size=16), task=task, reference=policy, preset=p, steps=1,
-              sequences_per_step=32, progress=False)
+    h = train(
+        make_algorithm("grpo", group_size=16),
+        task=task,
+        reference=policy,
+        preset=p,
+        steps=1,
+        sequences_per_step=32,
+        progress=False,
+    )
     assert len(h.steps) == 1
 
 

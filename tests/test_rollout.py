@@ -13,8 +13,14 @@ def _prompts(n=4, seed=0):
 
 
 def test_rollout_shapes_groups_and_mask(tiny_policy):
-    ro = generate(tiny_policy, _prompts(3), group_size=4, max_new_tokens=4,
-                  generator=torch.Generator().manual_seed(0), tokenizer=TASK.tokenizer)
+    ro = generate(
+        tiny_policy,
+        _prompts(3),
+        group_size=4,
+        max_new_tokens=4,
+        generator=torch.Generator().manual_seed(0),
+        tokenizer=TASK.tokenizer,
+    )
     B = 12
     assert ro.batch_size == B and ro.prompt_ids.shape == (B, 7)
     assert ro.group_ids.tolist() == [0] * 4 + [1] * 4 + [2] * 4
@@ -33,8 +39,15 @@ def test_rollout_shapes_groups_and_mask(tiny_policy):
 
 def test_teacher_forced_logprobs_equal_sampling_logprobs(reference):
     for temperature in (1.0, 0.7):
-        ro = generate(reference, _prompts(16), group_size=4, max_new_tokens=4, temperature=temperature,
-                      generator=torch.Generator().manual_seed(1), tokenizer=TASK.tokenizer)
+        ro = generate(
+            reference,
+            _prompts(16),
+            group_size=4,
+            max_new_tokens=4,
+            temperature=temperature,
+            generator=torch.Generator().manual_seed(1),
+            tokenizer=TASK.tokenizer,
+        )
         lp = sequence_logprobs(reference, ro)
         torch.testing.assert_close(lp, ro.logprobs, atol=1e-5, rtol=0)
 

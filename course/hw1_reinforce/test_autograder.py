@@ -34,8 +34,6 @@ STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 60, 20, 0.02, 128, 5
 MAZE = dict(gamma=0.95, steps=40, episodes_per_step=8, seed=0, progress=False)
 
 
-
-
 def _plugs(sub):
     return dict(discounted_returns=sub.discounted_returns, policy_gradient_loss=sub.policy_gradient_loss)
 

@@ -5,10 +5,9 @@ Implement the three functions below (equations (1)-(3) of README.md), then check
     python -m course.grade hw2 path/to/this_file.py      # from the repository root
     python path/to/this_file.py                          # train and measure with them
 
-`masked_mean` and `value_loss` have the signatures of their namesakes in
-`grpo_edu.functional` (`grpo_edu.plug` swaps them into the library);
-`baseline_advantages` is the line of `grpo_edu.algorithms.baseline` that subtracts the
-baseline (`baseline_algorithm` below runs the library's algorithm with yours).
+All three have the signatures of their namesakes in `grpo_edu.functional`
+(`grpo_edu.plug` swaps them into the library); `baseline_advantages` is the line of
+`grpo_edu.algorithms.baseline` that subtracts the baseline.
 
 Shapes: B completions, T completion tokens; ``mask`` [B, T] is 1 up to and including
 EOS and 0 on padding (where values are finite garbage).
@@ -19,9 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from grpo_edu import get_preset, make_task, plug, reference_policy, train
-from grpo_edu.algorithms import ReinforceBaseline
-from grpo_edu.diagnostics import gradient_variance
+from grpo_edu import get_preset, make_algorithm, make_task, plug, reference_policy, train
+from grpo_edu.measure import gradient_variance
 
 __all__ = ["masked_mean", "baseline_advantages", "value_loss"]
 
@@ -95,24 +93,6 @@ def value_loss(
 # ------------------------------------------------------------------ your experiments
 
 
-def baseline_algorithm(advantage_fn=None, **config) -> ReinforceBaseline:
-    """grpo_edu's REINFORCE with a baseline, whose A_t = G_t - b comes from
-    ``advantage_fn`` (default: your `baseline_advantages`). ``config``: BaselineConfig
-    fields, e.g. ``baseline="running_mean"``. The critic, its optimiser and the running
-    mean stay the library's."""
-    advantage_fn = advantage_fn or baseline_advantages
-
-    class MyBaseline(ReinforceBaseline):
-        def advantages(self, batch):
-            super().advantages(batch)  # the library's: computes V(s_t), or updates the running b
-            if self.config.baseline == "critic":
-                return advantage_fn(batch.returns, batch.old_values, batch.rollout.mask)
-            return advantage_fn(self.returns(batch), batch.stats["baseline"], batch.rollout.mask)
-
-    return MyBaseline(**config)
-
-
-
 def training_experiment(baseline: str = "critic", steps: int = 300, sequences_per_step: int = 128,
                         seed: int = 0):  # fmt: skip
     """Part D: REINFORCE with a baseline ("critic", "batch_mean" or "running_mean") on
@@ -120,15 +100,15 @@ def training_experiment(baseline: str = "critic", steps: int = 300, sequences_pe
     preset = get_preset("cpu")
     task = make_task(preset)
     reference = reference_policy(preset, task=task)
-    algorithm = baseline_algorithm(baseline=baseline)
-    with plug(masked_mean=masked_mean, value_loss=value_loss):
+    algorithm = make_algorithm("baseline", baseline=baseline)
+    with plug(masked_mean=masked_mean, baseline_advantages=baseline_advantages, value_loss=value_loss):
         return train(algorithm, task=task, reference=reference, preset=preset, steps=steps,
                      sequences_per_step=sequences_per_step, seed=seed)  # fmt: skip
 
 
 def variance_experiment(n_batches: int = 32, sequences: int = 256, seed: int = 0) -> dict:
     """Part E: the noise of each gradient estimator at the reference policy, measured by
-    grpo_edu.diagnostics.gradient_variance (raw G, batch mean, critic, optimal b*) over
+    grpo_edu.measure.gradient_variance (raw G, batch mean, critic, optimal b*) over
     ``n_batches`` independent batches of ``sequences`` distinct problems."""
     preset = get_preset("cpu")
     task = make_task(preset)

@@ -24,9 +24,7 @@ from grpo_edu.plots import plot_metrics
 __all__ = ["gae", "clipped_surrogate_loss"]
 
 
-def gae(
-    rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0
-) -> tuple[Tensor, Tensor]:
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0) -> tuple[Tensor, Tensor]:
     """Equations (1)-(2): generalised advantage estimation and the critic's targets,
 
         delta_t = r_t + gamma * V_{t+1} - V_t          V after the last real token is 0
@@ -106,6 +104,8 @@ if __name__ == "__main__":
     plot_metrics(runs, keys=("reward", "clip_ratio", "kl", "entropy"), smooth=5).savefig("hw3_clip_ablation.png")
     for name, hs in runs.items():
         for h in hs:
-            print(f"{name} seed={h.config['seed']}: accuracy {h.initial_accuracy:.3f} -> {h.final_accuracy:.3f}, "
-                  f"mean clip_ratio {h.series('clip_ratio').mean():.3f}, final kl {h.steps[-1]['kl']:.4f}")
+            print(
+                f"{name} seed={h.config['seed']}: accuracy {h.initial_accuracy:.3f} -> {h.final_accuracy:.3f}, "
+                f"mean clip_ratio {h.series('clip_ratio').mean():.3f}, final kl {h.steps[-1]['kl']:.4f}"
+            )
     print("saved hw3_clip_ablation.png")

@@ -33,8 +33,6 @@ STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 40, 10, 0.02, 128, 6
 STAT_KEYS = ("clip_low", "clip_high", "clip_ratio", "ratio_mean")
 
 
-
-
 def _probe(sub):
     """Call both functions once on a tiny input (NotImplementedError surfaces here)."""
     z = torch.zeros(1, 2)
@@ -73,13 +71,18 @@ def test_gae_by_hand(submission):
 
 
 @pytest.mark.graded(points=1)
-@pytest.mark.parametrize("gamma,lam", [(1.0, 1.0), (1.0, 0.95), (0.9, 0.0), (0.99, 0.5)],
-                         ids=["gamma=1,lam=1", "gamma=1,lam=0.95", "gamma=0.9,lam=0", "gamma=0.99,lam=0.5"])
+@pytest.mark.parametrize(
+    "gamma,lam",
+    [(1.0, 1.0), (1.0, 0.95), (0.9, 0.0), (0.99, 0.5)],
+    ids=["gamma=1,lam=1", "gamma=1,lam=0.95", "gamma=0.9,lam=0", "gamma=0.99,lam=0.5"],
+)
 def test_gae_matches_library(submission, gamma, lam):
     """gae: random rewards, values and ragged masks, as grpo_edu.functional"""
     r, V, m = randn(6, 7, seed=1), randn(6, 7, seed=2), random_mask(6, 7, seed=3)
     out = submission.gae(r, V, m, gamma, lam)
-    assert isinstance(out, tuple) and len(out) == 2, f"gae should return (advantages, returns), got {type(out).__name__}"
+    assert isinstance(out, tuple) and len(out) == 2, (
+        f"gae should return (advantages, returns), got {type(out).__name__}"
+    )
     A_lib, R_lib = Fn.gae(r, V, m, gamma, lam)
     check_close(out[0], A_lib, f"gae(random [6, 7], gamma={gamma}, lam={lam}) advantages", atol=1e-5)
     check_close(out[1], R_lib, f"gae(random [6, 7], gamma={gamma}, lam={lam}) returns", atol=1e-5)
@@ -112,8 +115,11 @@ def test_clipped_surrogate_by_hand(submission):
 
 
 @pytest.mark.graded(points=1)
-@pytest.mark.parametrize("eps_low,eps_high", [(0.2, None), (0.2, 0.28), (0.1, 0.4)],
-                         ids=["eps=0.2", "eps_low=0.2,eps_high=0.28", "eps_low=0.1,eps_high=0.4"])
+@pytest.mark.parametrize(
+    "eps_low,eps_high",
+    [(0.2, None), (0.2, 0.28), (0.1, 0.4)],
+    ids=["eps=0.2", "eps_low=0.2,eps_high=0.28", "eps_low=0.1,eps_high=0.4"],
+)
 @pytest.mark.parametrize("per_token", [False, True], ids=["A[B]", "A[B,T]"])
 def test_clipped_surrogate_matches_library(submission, eps_low, eps_high, per_token):
     """clipped_surrogate_loss: random ratios and advantages, masked statistics, as grpo_edu"""

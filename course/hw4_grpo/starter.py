@@ -26,7 +26,7 @@ __all__ = ["group_advantages", "kl_penalized_rewards", "aggregate_loss"]
 
 def group_advantages(
     rewards: Tensor, group_size: int, scale: str = "group", eps: float = 1e-6,
-    unbiased: bool = False,
+    unbiased: bool = False, leave_one_out: bool = False,
 ) -> tuple[Tensor, dict]:  # fmt: skip
     """Equation (1): GRPO's group-relative advantage, one per completion. Rows
     g*G .. g*G + G-1 answer the same prompt g:
@@ -38,6 +38,8 @@ def group_advantages(
     The std is the 1/G ("population") one; ``unbiased=True`` uses 1/(G-1) (1/B for the
     batch std becomes 1/(B-1); a single sample has std 0). A group whose rewards are all
     equal gets A = 0 exactly (never NaN, whatever eps): it carries no signal.
+    ``leave_one_out=True`` (equation (1b), RLOO) centres each r_i on the mean of the *other*
+    G-1 rewards instead of the group mean: r_i - mean_{j != i} r_j = G/(G-1) (r_i - mean_g r).
 
     Args:
         rewards:    [B], float (or integer) rewards r_i.
@@ -45,6 +47,7 @@ def group_advantages(
         scale:      "group" | "batch" | "none".
         eps:        >= 0.
         unbiased:   the std's correction.
+        leave_one_out: centre on the mean of the others (RLOO) instead of the group mean.
     Returns:
         ``(advantages [B] float, stats)`` with stats
             "mean": [B // G] group means,  "std": [B // G] group stds (with ``unbiased``),
@@ -54,13 +57,15 @@ def group_advantages(
 
 
 def kl_penalized_rewards(
-    scores: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float
+    scores: Tensor, logp: Tensor, ref_logp: Tensor, mask: Tensor, beta: float, kind: str = "k1"
 ) -> tuple[Tensor, Tensor]:
     """Equation (2): the per-token reward with the KL penalty inside it,
 
-        r_{i,t} = r_phi(q, a_{i,<=t}) - beta * log(pi_theta(a_t) / pi_ref(a_t))
+        r_{i,t} = r_phi(q, a_{i,<=t}) - beta * k_{i,t}
         r_i     = sum_t r_{i,t} m_{i,t}
 
+    with k the per-token KL estimate of ``kind`` (equation (2b)): "k1" = log(pi/pi_ref)
+    (the derivation), "k2" = (log(pi/pi_ref))^2 / 2, "k3" = pi_ref/pi - 1 - log(pi_ref/pi).
     Rewards are data: no gradient may flow into logp or ref_logp (detach them).
 
     Args:
@@ -69,6 +74,7 @@ def kl_penalized_rewards(
         ref_logp: [B, T] log pi_ref of the same tokens.
         mask:     [B, T].
         beta:     >= 0.
+        kind:     "k1" | "k2" | "k3".
     Returns:
         ``(token_rewards [B, T] (0 on padding), sequence_rewards [B])``.
     """

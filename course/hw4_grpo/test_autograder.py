@@ -35,8 +35,6 @@ CONFIG = dict(group_size=4)
 STEPS, WINDOW, MARGIN, SEQUENCES, REPRODUCE_STEPS = 40, 10, 0.02, 256, 6
 
 
-
-
 def _probe(sub):
     """Call the three functions once on a tiny input (NotImplementedError surfaces here)."""
     z, m = torch.zeros(2, 2), torch.ones(2, 2)
@@ -103,10 +101,30 @@ def test_group_advantages_edge_cases(submission):
     check_close(adv, torch.zeros(3), "group_advantages(G=1): a group of one has no baseline but itself -> 0")
     check_float(stats["frac_zero_std"], 1.0, "group_advantages(G=1): stats['frac_zero_std']")
     adv, _ = submission.group_advantages(torch.tensor([1, 0, 1, 1]), 2)
-    check_close(adv, Fn.group_advantages(torch.tensor([1, 0, 1, 1]), 2)[0], "group_advantages(integer rewards [1,0,1,1], G=2)")
+    check_close(
+        adv, Fn.group_advantages(torch.tensor([1, 0, 1, 1]), 2)[0], "group_advantages(integer rewards [1,0,1,1], G=2)"
+    )
     adv, _ = submission.group_advantages(torch.tensor([0.3, 0.3, 0.3, 0.3]), 4, eps=0.0)
     assert bool(torch.isfinite(adv).all()), f"group_advantages(all equal, eps=0) must be 0, not NaN: got {adv.tolist()}"
-    check_close(adv, torch.zeros(4), "group_advantages([0.3]*4, G=4, eps=0) (0.3 - mean can be 1e-8, not 0: test equality)")
+    check_close(
+        adv, torch.zeros(4), "group_advantages([0.3]*4, G=4, eps=0) (0.3 - mean can be 1e-8, not 0: test equality)"
+    )
+
+
+@pytest.mark.graded(points=1)
+def test_group_advantages_leave_one_out(submission):
+    """group_advantages: leave_one_out (RLOO) by hand and as grpo_edu.functional"""
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    adv, _ = submission.group_advantages(r, 4, scale="none", leave_one_out=True)
+    # r_i - mean of the other three: 1 - 0, 0 - 1/3 | 1 - 1/3, 0 - 2/3 | all equal -> 0
+    expected = [1.0, -1 / 3, -1 / 3, -1 / 3, 2 / 3, 2 / 3, -2 / 3, -2 / 3, 0.0, 0.0, 0.0, 0.0]
+    check_close(adv, torch.tensor(expected), "group_advantages([1,0,0,0 | 1,1,0,0 | 1,1,1,1], G=4, "
+                "scale='none', leave_one_out=True) = r_i - mean of the other G-1")  # fmt: skip
+    for scale in ("group", "none"):
+        rewards = randn(32, seed=3)
+        got, _ = submission.group_advantages(rewards, 4, scale=scale, eps=1e-4, leave_one_out=True)
+        lib, _ = Fn.group_advantages(rewards, 4, scale=scale, eps=1e-4, leave_one_out=True)
+        check_close(got, lib, f"group_advantages(real rewards [32], G=4, scale={scale!r}, leave_one_out=True)")
 
 
 # ------------------------------------------------------------ (2) KL-penalised reward
@@ -134,6 +152,19 @@ def test_kl_penalized_rewards(submission):
     check_no_grad(g_rf, "ref_logp", "kl_penalized_rewards (rewards are data)")
 
 
+@pytest.mark.graded(points=1)
+@pytest.mark.parametrize("kind", ["k2", "k3"])
+def test_kl_penalized_rewards_other_estimators(submission, kind):
+    """kl_penalized_rewards: kind='k2' / 'k3' as grpo_edu.functional, detached"""
+    s, lp, rf, mm = randn(5, 6, seed=3), randn(5, 6, seed=4), randn(5, 6, seed=5), random_mask(5, 6, seed=6)
+    tok, seq = submission.kl_penalized_rewards(s, lp, rf, mm, 0.1, kind=kind)
+    lib_tok, lib_seq = Fn.kl_penalized_rewards(s, lp, rf, mm, 0.1, kind=kind)
+    check_close(tok, lib_tok, f"kl_penalized_rewards(random, beta=0.1, kind={kind!r}) token rewards")
+    check_close(seq, lib_seq, f"kl_penalized_rewards(random, beta=0.1, kind={kind!r}) sequence rewards")
+    (g_lp,) = grad_of(lambda a: sum(x.sum() for x in submission.kl_penalized_rewards(s, a, rf, mm, 0.1, kind=kind)), lp)
+    check_no_grad(g_lp, "logp", f"kl_penalized_rewards(kind={kind!r}) (rewards are data)")
+
+
 # ------------------------------------------------------------ (3)-(5) loss aggregation
 
 # Two completions: one of 1 token with loss 1, one of 3 tokens with loss 1 each (T = 4).
@@ -158,7 +189,9 @@ def test_aggregate_loss_by_hand(submission):
 def test_aggregate_loss_gradient_weights(submission, mode):
     """aggregate_loss: the weight of each token (its gradient), as grpo_edu.functional"""
     L, m = randn(5, 6, seed=7), random_mask(5, 6, seed=8)
-    check_close(submission.aggregate_loss(L, m, mode), Fn.aggregate_loss(L, m, mode), f"aggregate_loss(random [5, 6], {mode!r})")
+    check_close(
+        submission.aggregate_loss(L, m, mode), Fn.aggregate_loss(L, m, mode), f"aggregate_loss(random [5, 6], {mode!r})"
+    )
     (got,) = grad_of(lambda x: submission.aggregate_loss(x, m, mode), L)
     (exp,) = grad_of(lambda x: Fn.aggregate_loss(x, m, mode), L)
     assert got is not None, f"aggregate_loss({mode!r}): no gradient flowed into the per-token losses"

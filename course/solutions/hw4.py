@@ -18,8 +18,9 @@ def _std(x: Tensor, unbiased: bool) -> Tensor:
     return var.sqrt()
 
 
-def group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=False):
-    """(1) A_i = (r_i - mean_g) / (s + eps); all-equal groups get exactly 0."""
+def group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=False, leave_one_out=False):
+    """(1) A_i = (r_i - mean_g) / (s + eps); all-equal groups get exactly 0.
+    (1b) leave_one_out: r_i - mean of the other G-1 = G/(G-1) (r_i - mean_g)."""
     if scale not in ("group", "batch", "none"):
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     r = rewards.float() if not rewards.is_floating_point() else rewards
@@ -34,7 +35,11 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=Fals
     else:
         denom = torch.ones_like(mean)
     safe = torch.where(constant, torch.ones_like(groups), denom.expand_as(groups))
-    adv = torch.where(constant, torch.zeros_like(groups), (groups - mean) / safe)
+    centered = groups - mean
+    if leave_one_out and group_size > 1:
+        others = (groups.sum(-1, keepdim=True) - groups) / (group_size - 1)
+        centered = groups - others
+    adv = torch.where(constant, torch.zeros_like(groups), centered / safe)
     stats = {
         "mean": mean.squeeze(-1).detach(),
         "std": group_std.detach(),
@@ -43,9 +48,18 @@ def group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=Fals
     return adv.reshape(-1), stats
 
 
-def kl_penalized_rewards(scores, logp, ref_logp, mask, beta):
-    """(2) r_t = score_t - beta (log pi - log pi_ref), as data; r_i = sum_t r_t."""
-    penalty = beta * (logp.detach() - ref_logp.detach())
+def kl_penalized_rewards(scores, logp, ref_logp, mask, beta, kind="k1"):
+    """(2) r_t = score_t - beta k_t, as data; r_i = sum_t r_t; (2b) k1, k2 or k3."""
+    log_ratio = logp.detach() - ref_logp.detach()  # log pi / pi_ref
+    if kind == "k1":
+        k = log_ratio
+    elif kind == "k2":
+        k = 0.5 * log_ratio**2
+    elif kind == "k3":
+        k = torch.exp(-log_ratio) - 1 + log_ratio
+    else:
+        raise ValueError(f"kind must be 'k1', 'k2' or 'k3', got {kind!r}")
+    penalty = beta * k
     token_rewards = torch.where(mask.bool(), scores - penalty, torch.zeros_like(scores))
     return token_rewards, token_rewards.sum(dim=1)
 

@@ -5,13 +5,15 @@
     stats = algo.update(rollout, scores)
 
 Switch algorithm by switching this one object; `make_algorithm("grpo", lr=1e-4)` builds
-one by name.
+one by name. Each file owns the line where its rung differs: reinforce.py the return,
+baseline.py ``G_t - b``, ppo.py the clipped surrogate and GAE, grpo.py the group advantage.
 """
 
-from .base import Algorithm, AlgorithmConfig, Batch
+from .base import Algorithm, AlgorithmConfig, Batch, Estimate
 from .baseline import BaselineConfig, ReinforceBaseline
+from .critic import Critic, CriticConfig, fit_critic
 from .grpo import GRPO, GRPOConfig
-from .ppo import PPO, PPOConfig
+from .ppo import PPO, ClipConfig, PPOConfig
 from .reinforce import Reinforce, ReinforceConfig
 
 ALGORITHMS = {
@@ -30,7 +32,22 @@ def make_algorithm(name: str, **config) -> Algorithm:
 
 
 __all__ = [
-    "ALGORITHMS", "Algorithm", "AlgorithmConfig", "Batch", "BaselineConfig", "GRPO",
-    "GRPOConfig", "PPO", "PPOConfig", "Reinforce", "ReinforceBaseline", "ReinforceConfig",
+    "ALGORITHMS",
+    "Algorithm",
+    "AlgorithmConfig",
+    "Batch",
+    "BaselineConfig",
+    "ClipConfig",
+    "Critic",
+    "CriticConfig",
+    "Estimate",
+    "GRPO",
+    "GRPOConfig",
+    "PPO",
+    "PPOConfig",
+    "Reinforce",
+    "ReinforceBaseline",
+    "ReinforceConfig",
+    "fit_critic",
     "make_algorithm",
 ]

@@ -1,6 +1,6 @@
 """What every algorithm shares: the update step of the one loop.
 
-    batch = algorithm.prepare(rollout, scores)   # no grad: pi_old, pi_ref, V, advantages
+    batch = algorithm.prepare(rollout, scores)   # no grad: pi_ref, KL in the reward, advantages
     for epoch in range(epochs):                  # PPO/GRPO reuse the batch; REINFORCE: 1
         for mb in minibatches(batch):
             loss = algorithm.loss(batch, mb)     # the line where algorithms differ
@@ -8,18 +8,19 @@
             (critic step, if there is a critic)
     # pi_old <- pi_theta: the next rollout is sampled from the updated policy
 
-A subclass writes ``advantages(batch)`` and ``loss(batch, idx)``; everything else is here.
+A subclass writes ``advantages(batch) -> Estimate`` and ``loss(batch, idx)`` (and, if it
+has one, ``make_critic``); everything else is here.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
 from .. import functional as Fn
-from ..rollout import Rollout, completion_values, sequence_logprobs
+from ..rollout import Rollout, sequence_logprobs
 
 LOSS_TYPES = {
     "sequence_mean": "sequence_mean",
@@ -78,6 +79,11 @@ class AlgorithmConfig:
         check_range(self, "kl_placement", choices={"reward", "loss", "none"})
         check_range(self, "kl_estimator", choices={None, "k1", "k2", "k3"})
         check_range(self, "loss_type", choices=set(LOSS_TYPES))
+        b = self.adam_betas
+        if not (
+            isinstance(b, (tuple, list)) and len(b) == 2 and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in b)
+        ):
+            raise ValueError(f"{type(self).__name__}.adam_betas must be a pair of numbers in [0, 1), got {b!r}")
 
     @property
     def kl_kind(self) -> str:
@@ -90,19 +96,29 @@ class AlgorithmConfig:
 
 
 @dataclass
+class Estimate:
+    """What ``advantages`` returns: the advantages and, with a critic, its targets."""
+
+    advantages: torch.Tensor  # [B] or [B, T]
+    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
+    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
+    stats: dict = field(default_factory=dict)  # numbers for the training log
+
+
+@dataclass
 class Batch:
     """One rollout batch with everything the loss needs, computed once without grad."""
 
     rollout: Rollout
-    scores: torch.Tensor  # [B, T] per-token task scores r_phi(q, a_<=t)
+    scores: torch.Tensor  # [B, T] per-token rewards (task scores, minus beta * KL in the reward)
     rewards: torch.Tensor  # [B] sequence reward used for the advantage
     mask: torch.Tensor  # [B, T] loss mask (completion mask, maybe minus truncated rows)
     old_logp: torch.Tensor  # [B, T] log pi_old (the sampling policy)
     ref_logp: torch.Tensor | None  # [B, T] log pi_ref, or None without a reference
-    advantages: torch.Tensor | None = None  # [B] or [B, T]
-    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
-    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
-    stats: dict | None = None
+    advantages: torch.Tensor | None = None  # [B] or [B, T], from Estimate
+    returns: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    stats: dict = field(default_factory=dict)
 
 
 def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
@@ -113,10 +129,9 @@ def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
 
 
 class Algorithm:
-    """Base class: one optimizer step routine shared by all algorithms."""
+    """Base class: the optimizer step routine shared by all algorithms."""
 
     name = "algorithm"
-    uses_critic = False
     Config = AlgorithmConfig
 
     def __init__(self, config=None, **overrides):
@@ -124,15 +139,14 @@ class Algorithm:
             config = self.Config(**overrides)
         elif overrides:
             config = type(config)(**{**asdict(config), **overrides})
-        if not isinstance(config, AlgorithmConfig):
+        if not isinstance(config, self.Config):
             raise ValueError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
         self.config = config
-        self.policy = self.reference = self.critic = None
-        self.optimizer = self.critic_optimizer = None
+        self.policy = self.reference = self.critic = self.optimizer = None
 
     # -- wiring -----------------------------------------------------------------------
     def setup(self, policy, reference=None, generator: torch.Generator | None = None):
-        """Attach the policy (trained), the frozen reference and create the optimizers."""
+        """Attach the policy (trained), the frozen reference, the optimizer and the critic."""
         self.policy, self.reference = policy, reference
         for p in policy.parameters():
             p.requires_grad_(True)
@@ -140,25 +154,30 @@ class Algorithm:
             reference.eval()
             for p in reference.parameters():
                 p.requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=self.config.lr,
-                                           betas=tuple(self.config.adam_betas), weight_decay=0.0)
-        w = self.config.warmup_steps
+        cfg = self.config
+        self.optimizer = torch.optim.AdamW(
+            policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=0.0
+        )
+        w = cfg.warmup_steps
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda u: min(1.0, (u + 1) / w) if w > 0 else 1.0
         )
         self.generator = generator
-        if self.uses_critic:
-            self._setup_critic(policy)
+        self.critic = self.make_critic(policy)
         return self
 
-    def _setup_critic(self, policy):
-        from ..model import ValueModel
+    def make_critic(self, policy):
+        """The critic (a `Critic`) of algorithms that learn one; None for the others."""
+        return None
 
-        self.critic = ValueModel.from_policy(policy) if self.config.critic_init == "policy" else ValueModel(policy.config).to(policy.device)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=self.config.critic_lr, weight_decay=0.0)
+    def collect(self, sample):
+        """One rollout for the update: ``sample()`` -> (rollout, scores, problems). Returns
+        ``(rollout, scores, problems, generated)``; GRPO's dynamic sampling overrides this."""
+        rollout, scores, problems = sample()
+        return rollout, scores, problems, rollout.batch_size
 
     # -- the pieces a subclass writes -----------------------------------------------------
-    def advantages(self, batch: Batch) -> torch.Tensor:
+    def advantages(self, batch: Batch) -> Estimate:
         raise NotImplementedError
 
     def loss(self, batch: Batch, idx: torch.Tensor):
@@ -168,121 +187,104 @@ class Algorithm:
     # -- shared machinery ---------------------------------------------------------------
     @torch.no_grad()
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
+        """pi_ref's log-probs, the KL penalty in the reward (if placed there), advantages."""
         cfg = self.config
         mask = rollout.mask
         if cfg.mask_truncated_completions:
             mask = mask * (~rollout.truncated).float()[:, None]
-        old_logp = rollout.logprobs
         ref_logp = sequence_logprobs(self.reference, rollout) if self.reference is not None else None
-        rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")
-            if cfg.kl_kind == "k1":  # the derivation: r_t = r_phi(q, a_<=t) - beta log(pi/pi_ref)
-                scores, rewards = Fn.kl_penalized_rewards(scores, old_logp, ref_logp, rollout.mask, cfg.beta)
-            else:  # the same with another estimator of the per-token KL in place of k1
-                kl = Fn.kl_estimate(old_logp, ref_logp, cfg.kl_kind) * rollout.mask
-                scores = (scores - cfg.beta * kl) * rollout.mask
-                rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
-        batch = Batch(rollout, scores, rewards, mask, old_logp, ref_logp)
-        batch.stats = {}
-        adv = self.advantages(batch)
-        batch.advantages = finite(adv, "advantages")
+            kind = {} if cfg.kl_kind == "k1" else {"kind": cfg.kl_kind}  # a homework version may lack `kind`
+            scores, rewards = Fn.kl_penalized_rewards(
+                scores, rollout.logprobs, ref_logp, rollout.mask, cfg.beta, **kind
+            )
+        else:
+            rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
+        batch = Batch(rollout, scores, rewards, mask, rollout.logprobs, ref_logp)
+        est = self.advantages(batch)
+        batch.advantages = finite(est.advantages, "advantages")
+        batch.returns, batch.old_values, batch.stats = est.returns, est.old_values, dict(est.stats)
         return batch
 
-    def _aggregate(self, per_token, mask):
-        return Fn.aggregate_loss(per_token, mask, LOSS_TYPES[self.config.loss_type], self.config.max_length)
+    def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
+        """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
+        return sequence_logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
 
-    def _kl_loss_term(self, batch, idx, logp):
-        """beta * KL estimate added to the per-token loss (kl_placement="loss")."""
+    def finish_loss(self, per_token, batch: Batch, idx, logp, logits, stats: dict | None = None):
+        """Per-token policy loss -> scalar: + beta * KL (kl_placement="loss"), aggregated
+        over tokens by ``loss_type``, - entropy bonus. Returns ``(loss, stats)``."""
         cfg = self.config
         if cfg.beta > 0 and cfg.kl_placement == "loss":
             if batch.ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='loss' needs a reference policy")
-            return cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        return 0.0
-
-    def _clipped_loss(self, batch: Batch, idx: torch.Tensor):
-        """PPO/GRPO policy loss on rows ``idx``: clipped surrogate (+ KL term) - entropy bonus."""
-        cfg = self.config
-        ro = batch.rollout.select(idx)
-        logp, logits = sequence_logprobs(self.policy, ro, return_logits=True)
-        mask = batch.mask[idx]
-        per_token, st = Fn.clipped_surrogate_loss(
-            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=mask
-        )
-        per_token = per_token + self._kl_loss_term(batch, idx, logp)
-        ent = Fn.masked_mean(Fn.entropy(logits), ro.mask)
-        loss = self._aggregate(per_token, mask) - cfg.entropy_coef * ent
-        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **st}
+            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
+        ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
+        agg = Fn.aggregate_loss(per_token, batch.mask[idx], LOSS_TYPES[cfg.loss_type], cfg.max_length)
+        loss = agg - cfg.entropy_coef * ent
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **(stats or {})}
 
     def minibatch_indices(self, B: int):
         n = self.config.minibatches
         if n > B:
             raise ValueError(f"minibatches ({n}) exceeds the batch size ({B})")
         perm = torch.randperm(B, generator=self.generator) if n > 1 else torch.arange(B)
-        return [c for c in perm.chunk(n)]
+        return list(perm.chunk(n))
 
-    def update(self, rollout: Rollout, scores: torch.Tensor) -> dict:
-        """One training step on a rollout: prepare, then epochs x minibatches of updates."""
+    def _check(self, rollout, scores):
         if self.policy is None:
             raise RuntimeError(f"call {type(self).__name__}.setup(policy, reference) before update()")
         if scores.shape != rollout.mask.shape:
-            raise ValueError(f"scores must have the rollout's shape {tuple(rollout.mask.shape)}, got {tuple(scores.shape)}")
+            raise ValueError(
+                f"scores must have the rollout's shape {tuple(rollout.mask.shape)}, got {tuple(scores.shape)}"
+            )
         if rollout.batch_size % self.config.group_size:
-            raise ValueError(f"batch of {rollout.batch_size} rows is not a multiple of group_size={self.config.group_size}")
+            raise ValueError(
+                f"batch of {rollout.batch_size} rows is not a multiple of group_size={self.config.group_size}"
+            )
+
+    def _step(self, loss) -> float:
+        """backward, clip the gradient norm, AdamW step; returns the norm before clipping."""
+        finite(loss.detach(), "policy loss")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
+        finite(gn.detach(), "policy gradient norm")
+        self.optimizer.step()
+        self.scheduler.step()
+        return float(gn)
+
+    def update(self, rollout: Rollout, scores: torch.Tensor) -> dict:
+        """One training step on a rollout: prepare, then epochs x minibatches of updates."""
+        self._check(rollout, scores)
         batch = self.prepare(rollout, scores)
         self.policy.train()
         sums: dict[str, float] = {}
-        n_updates = 0
         grad_norms = []
-        device = rollout.mask.device
         for _ in range(self.config.epochs):
             for idx in self.minibatch_indices(rollout.batch_size):
-                idx = idx.to(device)
+                idx = idx.to(rollout.mask.device)
                 loss, st = self.loss(batch, idx)
-                finite(loss.detach(), "policy loss")
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                gn = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
-                finite(gn.detach(), "policy gradient norm")
-                self.optimizer.step()
-                self.scheduler.step()
-                grad_norms.append(float(gn))
-                if self.critic is not None:
-                    st.update(self.critic_step(batch, idx))
+                grad_norms.append(self._step(loss))
+                if self.critic is not None:  # the critic's own step, after the policy's
+                    st["value_loss"] = self.critic.step(
+                        batch.rollout.select(idx), batch.returns[idx], batch.mask[idx], batch.old_values[idx]
+                    )
                 for k, v in st.items():
                     sums[k] = sums.get(k, 0.0) + float(v)
-                n_updates += 1
         self.policy.eval()
-        out = {k: v / n_updates for k, v in sums.items()}
+        out = {k: v / len(grad_norms) for k, v in sums.items()}
         out.update(batch.stats)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms)
-        out["updates"] = n_updates
+        out["updates"] = len(grad_norms)
         out.update(self.rollout_stats(batch))
         return out
-
-    def critic_step(self, batch: Batch, idx) -> dict:
-        """Regress V(s_t) on the returns (a separate backward pass, after the policy's)."""
-        cfg = self.config
-        values = completion_values(self.critic, batch.rollout.select(idx))
-        old = batch.old_values[idx] if batch.old_values is not None else None
-        vloss = Fn.value_loss(values, batch.returns[idx], batch.mask[idx], old, cfg.value_clip)
-        finite(vloss.detach(), "value loss")
-        self.critic.train()
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        vloss.backward()
-        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-        self.critic_optimizer.step()
-        return {"value_loss": float(vloss.detach())}
 
     @torch.no_grad()
     def rollout_stats(self, batch: Batch) -> dict:
         r = batch.rollout
-        stats = {
-            "completion_length": float(r.lengths.mean()),
-            "truncated_frac": float(r.truncated.float().mean()),
-        }
+        stats = {"completion_length": float(r.lengths.mean()), "truncated_frac": float(r.truncated.float().mean())}
         if batch.ref_logp is not None:
             stats["kl"] = float(Fn.masked_mean(Fn.kl_estimate(batch.old_logp, batch.ref_logp, "k3"), r.mask))
         return stats

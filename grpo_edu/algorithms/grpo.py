@@ -2,21 +2,16 @@
 
 For each prompt q, sample G completions a_1..a_G from pi_old and score them:
 
-    r_{i,t} = r_phi(q, a_{i,<=t}) - beta * log(pi_old / pi_ref)   (kl_placement="reward")
-    r_i     = sum_t r_{i,t}
-    A_i     = (r_i - mean(r_1..r_G)) / (std(r_1..r_G) + eps)      (scale_rewards="group")
-    L       = agg_{i,t} -min(rho_{i,t} A_i, clip(rho_{i,t}, 1-eps_low, 1+eps_high) A_i)
-              [+ beta * k3(pi_theta, pi_ref)                        (kl_placement="loss")]
+    r_i = R(q, a_i)                          [- beta sum_t log(pi_old/pi_ref): kl_placement="reward"]
+    A_i = (r_i - mean(r_1..r_G)) / (std(r_1..r_G) + eps)      (scale_rewards="group")
+    L   = agg_{i,t} -min(rho_{i,t} A_i, clip(rho_{i,t}, 1-eps_low, 1+eps_high) A_i)
+          [+ beta * k3(pi_theta, pi_ref)                        (kl_placement="loss")]
 
-then several epochs over the batch with pi_old fixed, and pi_old <- pi_theta.
-No value model: the G samples of the same prompt are each other's baseline.
+then several epochs over the batch with pi_old fixed, and pi_old <- pi_theta. The loss is
+PPO's (`PPO.loss`, inherited); what differs is the advantage: no value model, the G samples
+of the same prompt are each other's baseline.
 
-Knobs named as practitioners name them (TRL GRPOConfig / verl): ``group_size``
-(num_generations), ``epochs`` (num_iterations / ppo_epochs), ``eps_low``/``eps_high``
-(epsilon / epsilon_high, clip_ratio_low/high: clip-higher when eps_high > eps_low),
-``scale_rewards``, ``loss_type``, ``mask_truncated_completions``, ``dynamic_sampling``
-(DAPO), ``kl_placement`` ("reward": verl use_kl_in_reward; "loss": use_kl_loss),
-``kl_estimator`` (verl kl_loss_type: k1, k2, k3 = "low_var_kl").
+The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
 
 from __future__ import annotations
@@ -26,53 +21,75 @@ from dataclasses import dataclass
 import torch
 
 from .. import functional as Fn
-from .base import Algorithm, AlgorithmConfig, Batch, check_range
+from ..rollout import Rollout
+from .base import Batch, Estimate, check_range
+from .ppo import PPO, ClipConfig
 
 
 @dataclass
-class GRPOConfig(AlgorithmConfig):
+class GRPOConfig(ClipConfig):
     group_size: int = 8  # G, samples per prompt (TRL num_generations)
     epochs: int = 2  # passes over each batch with pi_old fixed (TRL num_iterations)
     minibatches: int = 2  # optimizer steps per epoch
     beta: float = 0.04  # KL coefficient
     kl_placement: str = "loss"  # GRPO paper (DeepSeekMath): beta*k3 in the loss; "reward": in r_t
-    eps_low: float = 0.2  # clip range below (TRL epsilon)
-    eps_high: float | None = None  # clip range above (TRL epsilon_high); None = eps_low
     scale_rewards: str = "group"  # "group" | "batch" | "none" (Dr. GRPO), as TRL names it
     unbiased_std: bool = False  # std with 1/(G-1) (torch.std) instead of the derivation's 1/G
     adv_eps: float = 1e-4  # eps in (r - mean) / (std + eps)
+    leave_one_out: bool = False  # RLOO: centre on the mean of the other G-1 (verl adv_estimator="rloo")
     loss_type: str = "token_mean"  # "dapo"/"bnpo"/"token_mean" | "grpo"/"sequence_mean" | "dr_grpo"/"constant"
-    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, refill
+    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, sample more
     max_resample: int = 4  # at most this many extra generation rounds for dynamic sampling
 
     def __post_init__(self):
         super().__post_init__()
         check_range(self, "group_size", lo=2)
-        check_range(self, "eps_low", lo=0, lo_open=True, hi=1)
-        if self.eps_high is not None:
-            check_range(self, "eps_high", lo=0, lo_open=True)
         check_range(self, "scale_rewards", choices={"group", "batch", "none"})
         check_range(self, "adv_eps", lo=0)
         check_range(self, "max_resample", lo=0)
 
 
-class GRPO(Algorithm):
+class GRPO(PPO):
     name = "grpo"
     Config = GRPOConfig
 
-    def advantages(self, batch: Batch) -> torch.Tensor:
+    def make_critic(self, policy):
+        return None  # no value model: the group is the baseline
+
+    def advantages(self, batch: Batch) -> Estimate:
         cfg = self.config
+        rloo = {"leave_one_out": True} if cfg.leave_one_out else {}  # a homework version may lack it
         adv, st = Fn.group_advantages(
-            batch.rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std
+            batch.rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std, **rloo
         )
-        batch.stats["frac_reward_zero_std"] = st["frac_zero_std"]
-        return adv  # [B]: every token of a completion gets its completion's advantage
+        # [B]: every token of a completion gets its completion's advantage
+        return Estimate(adv, stats={"frac_reward_zero_std": st["frac_zero_std"]})
 
-    def loss(self, batch: Batch, idx: torch.Tensor):
-        return self._clipped_loss(batch, idx)
-
-    def keep_groups(self, rewards: torch.Tensor) -> torch.Tensor:
-        """Dynamic sampling: a bool [B] mask of rows whose group has rewards that differ."""
+    def informative_groups(self, rewards: torch.Tensor) -> torch.Tensor:
+        """A bool [B] mask of the rows whose group has rewards that differ."""
         g = rewards.view(-1, self.config.group_size)
-        informative = (g.max(dim=1).values - g.min(dim=1).values) > 0
-        return informative.repeat_interleave(self.config.group_size)
+        return ((g.max(dim=1).values - g.min(dim=1).values) > 0).repeat_interleave(self.config.group_size)
+
+    def collect(self, sample):
+        """Dynamic sampling (DAPO): keep only informative groups, sample again until there are
+        as many as one rollout has, at most ``max_resample`` extra rounds; ``generated``
+        counts every completion sampled, kept or not (the cost)."""
+        if not self.config.dynamic_sampling:
+            return super().collect(sample)
+        G, parts, kept, generated, have = self.config.group_size, [], [], 0, 0
+        for _ in range(self.config.max_resample + 1):
+            ro, scores, problems = sample()
+            generated += ro.batch_size
+            idx = self.informative_groups(scores.sum(dim=1)).nonzero().squeeze(1)
+            idx = idx[: (ro.batch_size // G - have) * G]
+            if len(idx):
+                parts.append((ro.select(idx), scores[idx]))
+                kept += [problems[i] for i in idx.tolist()]
+                have += len(idx) // G
+            if have >= ro.batch_size // G:
+                break
+        if not parts:  # nothing informative at all: the last (all-equal) batch
+            return ro, scores, problems, generated
+        T = max(s.shape[1] for _, s in parts)
+        scores = torch.cat([torch.nn.functional.pad(s, (0, T - s.shape[1])) for _, s in parts])
+        return Rollout.concat([r for r, _ in parts]), scores, kept, generated

@@ -16,50 +16,59 @@ from dataclasses import dataclass
 import torch
 
 from .. import functional as Fn
-from ..rollout import completion_values
-from .base import Algorithm, AlgorithmConfig, Batch, check_range
+from .base import Algorithm, AlgorithmConfig, Batch, Estimate, check_range
+from .critic import Critic, CriticConfig
 
 
 @dataclass
-class PPOConfig(AlgorithmConfig):
+class ClipConfig(AlgorithmConfig):
+    """The clip range of the surrogate (PPO and GRPO)."""
+
+    eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
+    eps_high: float | None = None  # clip range above (TRL epsilon_high); None = eps_low; larger = clip-higher
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "eps_low", lo=0, lo_open=True, hi=1)
+        if self.eps_high is not None:
+            check_range(self, "eps_high", lo=0, lo_open=True)
+
+
+@dataclass
+class PPOConfig(ClipConfig, CriticConfig):
     epochs: int = 2
     minibatches: int = 2
     beta: float = 0.04  # KL penalty in the reward
     gamma: float = 1.0
     lam: float = 1.0  # GAE lambda (1.0: Monte Carlo returns minus V)
-    eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
-    eps_high: float | None = None  # clip range above; None = eps_low (clip-higher when larger)
     whiten_advantages: bool = True  # normalise A over the batch's tokens
-    critic_lr: float = 1e-3
-    critic_init: str = "policy"  # "policy" | "random"
-    value_clip: float | None = 0.2  # clip of the value update (None: off)
+    value_clip: float | None = 0.2  # PPO clips the value update too
 
     def __post_init__(self):
         super().__post_init__()
         check_range(self, "gamma", lo=0, hi=1)
         check_range(self, "lam", lo=0, hi=1)
-        check_range(self, "eps_low", lo=0, lo_open=True, hi=1)
-        if self.eps_high is not None:
-            check_range(self, "eps_high", lo=0, lo_open=True)
-        check_range(self, "critic_lr", lo=0, lo_open=True)
-        check_range(self, "critic_init", choices={"policy", "random"})
 
 
 class PPO(Algorithm):
     name = "ppo"
-    uses_critic = True
     Config = PPOConfig
 
-    def advantages(self, batch: Batch) -> torch.Tensor:
-        cfg = self.config
-        mask = batch.rollout.mask
-        values = completion_values(self.critic, batch.rollout)  # V(s_t) before the update
+    def make_critic(self, policy):
+        return Critic.from_config(policy, self.config)
+
+    def advantages(self, batch: Batch) -> Estimate:
+        cfg, mask = self.config, batch.rollout.mask
+        values = self.critic.values(batch.rollout)  # V(s_t) before the update
         adv, returns = Fn.gae(batch.scores, values, mask, cfg.gamma, cfg.lam)
-        batch.returns, batch.old_values = returns, values
-        batch.stats["value_mean"] = float(Fn.masked_mean(values, mask))
         if cfg.whiten_advantages:
             adv = Fn.masked_whiten(adv, batch.mask if batch.mask.sum() > 0 else mask)
-        return adv
+        return Estimate(adv, returns, values, {"value_mean": float(Fn.masked_mean(values, mask))})
 
     def loss(self, batch: Batch, idx: torch.Tensor):
-        return self._clipped_loss(batch, idx)
+        cfg = self.config
+        logp, logits = self.policy_logprobs(batch, idx)
+        per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho) A)
+            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=batch.mask[idx]
+        )
+        return self.finish_loss(per_token, batch, idx, logp, logits, clip_stats)

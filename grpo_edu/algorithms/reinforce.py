@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import functional as Fn
-from ..rollout import sequence_logprobs
-from .base import Algorithm, AlgorithmConfig, Batch, check_range
+from .base import Algorithm, AlgorithmConfig, Batch, Estimate, check_range
 
 
 @dataclass
@@ -33,18 +32,13 @@ class Reinforce(Algorithm):
     Config = ReinforceConfig
 
     def returns(self, batch: Batch) -> torch.Tensor:
-        # G_t = sum_k gamma^k r_{t+k}, per token [B, T]
+        """G_t = sum_k gamma^k r_{t+k}, per token [B, T]."""
         return Fn.discounted_returns(batch.scores, batch.rollout.mask, self.config.gamma)
 
-    def advantages(self, batch: Batch) -> torch.Tensor:
-        return self.returns(batch)  # A_t = G_t: no baseline
+    def advantages(self, batch: Batch) -> Estimate:
+        return Estimate(self.returns(batch))  # A_t = G_t: no baseline
 
     def loss(self, batch: Batch, idx: torch.Tensor):
-        ro = batch.rollout.select(idx)
-        logp, logits = sequence_logprobs(self.policy, ro, return_logits=True)
-        mask = batch.mask[idx]
-        per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi
-        per_token = per_token + self._kl_loss_term(batch, idx, logp)
-        ent = Fn.masked_mean(Fn.entropy(logits), ro.mask)
-        loss = self._aggregate(per_token, mask) - self.config.entropy_coef * ent
-        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach())}
+        logp, logits = self.policy_logprobs(batch, idx)
+        per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi(a_t|s_t)
+        return self.finish_loss(per_token, batch, idx, logp, logits)

@@ -13,14 +13,12 @@ references do not).
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from dataclasses import dataclass, field, replace
 
 from ..algorithms import make_algorithm
-from ..presets import get_preset, make_task, setup_torch
-from ..sft import reference_policy
+from ..presets import make_task, resolve_preset, setup_torch
+from ..reference import reference_policy
 from ..train import train
 
 
@@ -44,24 +42,37 @@ ROWS = (
     Variant("defaults", "the library's defaults"),
     Variant("tied head", "output head = token embedding (tied)", model=dict(tie_embeddings=True)),
     Variant("head bias", "untied head with a bias (the prototype)", model=dict(head_bias=True)),
-    Variant("scaled residual init", "GPT-2's 0.02/sqrt(2L) init of residual projections",
-            model=dict(scaled_residual_init=True)),
+    Variant(
+        "scaled residual init",
+        "GPT-2's 0.02/sqrt(2L) init of residual projections",
+        model=dict(scaled_residual_init=True),
+    ),
     Variant("SFT grad clip 1.0", "SFT clips the gradient norm at 1.0", sft=dict(grad_clip=1.0)),
     Variant("SFT weight decay", "SFT AdamW weight decay 0.01 (torch's default)", sft=dict(weight_decay=0.01)),
-    Variant("SFT betas .999", "SFT AdamW betas (0.9, 0.999) (torch's default)",
-            sft=dict(adam_betas=(0.9, 0.999))),
+    Variant("SFT betas .999", "SFT AdamW betas (0.9, 0.999) (torch's default)", sft=dict(adam_betas=(0.9, 0.999))),
     Variant("RL betas .99", "RL AdamW betas (0.9, 0.99) (the prototype)", rl=dict(adam_betas=(0.9, 0.99))),
-    Variant("loss sum/B", "per-token losses summed over tokens / B (the prototype)",
-            rl=dict(loss_type="constant", max_length=1)),
-    Variant("GRPO sequence_mean", "GRPO loss: mean per completion, then over completions",
-            grpo=dict(loss_type="sequence_mean")),
-    Variant("GRPO std 1/(G-1)", "group std with Bessel's correction (the prototype)",
-            grpo=dict(unbiased_std=True)),
-    Variant("SFT to 30%", "reference stopped at 30% greedy held-out accuracy (the prototype)",
-            sft=dict(target_accuracy=0.3)),
+    Variant(
+        "loss sum/B",
+        "per-token losses summed over tokens / B (the prototype)",
+        rl=dict(loss_type="constant", max_length=1),
+    ),
+    Variant(
+        "GRPO sequence_mean",
+        "GRPO loss: mean per completion, then over completions",
+        grpo=dict(loss_type="sequence_mean"),
+    ),
+    Variant("GRPO std 1/(G-1)", "group std with Bessel's correction (the prototype)", grpo=dict(unbiased_std=True)),
+    Variant(
+        "SFT to 30%", "reference stopped at 30% greedy held-out accuracy (the prototype)", sft=dict(target_accuracy=0.3)
+    ),
     Variant("300 labels", "reference = SFT to convergence on 300 labelled problems", sft=LABELLED_300),
-    Variant("previous defaults", "all of the above as the first version had them (tied, labels, ...)",
-            model=OLD_MODEL, sft=OLD_SFT, grpo=dict(loss_type="sequence_mean")),
+    Variant(
+        "previous defaults",
+        "all of the above as the first version had them (tied, labels, ...)",
+        model=OLD_MODEL,
+        sft=OLD_SFT,
+        grpo=dict(loss_type="sequence_mean"),
+    ),
 )
 
 
@@ -69,62 +80,48 @@ def run_variant(variant: Variant, preset, task, seed: int, steps: int, algorithm
     """One reference (SFT seed ``seed``) and one RL run per algorithm from it."""
     model = replace(preset.model, **variant.model)
     sft = replace(preset.sft, seed=seed, **variant.sft)
-    ref, info = reference_policy(task=task, model_config=model, sft_config=sft, device=preset.device,
-                                 progress=progress, return_info=True)
+    ref, info = reference_policy(
+        task=task, model_config=model, sft_config=sft, device=preset.device, progress=progress, return_info=True
+    )
     out = {"seed": seed, "reference_accuracy": info["accuracy"], "sft_steps": info["steps"]}
     for name in algorithms:
         config = {**variant.rl, **(variant.grpo if name == "grpo" else {})}
-        h = train(make_algorithm(name, **config), task=task, reference=ref, preset=preset, steps=steps,
-                  seed=seed, progress=progress, name=f"{variant.name} / {name}")
-        out[name] = {"final_accuracy": h.final_accuracy, "steps_to_90": h.first_reaching(0.9, "step"),
-                     "curve": [round(e["accuracy"], 4) for e in h.evals]}
+        h = train(
+            make_algorithm(name, **config),
+            task=task,
+            reference=ref,
+            preset=preset,
+            steps=steps,
+            seed=seed,
+            progress=progress,
+            name=f"{variant.name} / {name}",
+        )
+        out[name] = {
+            "final_accuracy": h.final_accuracy,
+            "steps_to_90": h.first_reaching(0.9, "step"),
+            "curve": [round(e["accuracy"], 4) for e in h.evals],
+        }
     return out
 
 
-def run_ablation(preset="cpu", rows=ROWS, seeds=(0, 1, 2), steps: int = 60,
-                 algorithms=("reinforce", "grpo"), progress: bool = True) -> dict:
+def run_ablation(
+    preset="cpu", rows=ROWS, seeds=(0, 1, 2), steps: int = 60, algorithms=("reinforce", "grpo"), progress: bool = True
+) -> dict:
     """Every row x seed: a reference, then each algorithm for ``steps`` steps from it."""
-    preset = get_preset(preset) if isinstance(preset, str) else preset
+    preset = resolve_preset(preset)
     setup_torch(preset, 0)
     task = make_task(preset)
     t0 = time.perf_counter()
-    result = {"preset": preset.name, "steps": steps, "seeds": list(seeds), "algorithms": list(algorithms),
-              "sequences_per_step": preset.sequences_per_step, "rows": []}
+    result = {
+        "preset": preset.name,
+        "steps": steps,
+        "seeds": list(seeds),
+        "algorithms": list(algorithms),
+        "sequences_per_step": preset.sequences_per_step,
+        "rows": [],
+    }
     for v in rows:
         runs = [run_variant(v, preset, task, s, steps, algorithms, progress) for s in seeds]
         result["rows"].append({"name": v.name, "what": v.what, "runs": runs})
     result["seconds"] = time.perf_counter() - t0
     return result
-
-
-def _spread(values) -> str:
-    return f"{statistics.mean(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
-
-
-def _reached(values) -> str:
-    hit = [v for v in values if v is not None]
-    if not hit:
-        return f"0/{len(values)}"
-    return f"{len(hit)}/{len(values)}, {min(hit)}-{max(hit)}"
-
-
-def format_ablation(result: dict) -> str:
-    """The table: reference accuracy and each algorithm's accuracy after ``steps`` steps as
-    mean [min, max] over seeds, and how many seeds reached 90% (and at which steps)."""
-    algos, n = result["algorithms"], len(result["seeds"])
-    head = f"{'row':<22}{'reference':>20}" + "".join(
-        f"{a + ' @' + str(result['steps']):>20}{'>=90% (seeds, steps)':>22}" for a in algos)
-    lines = [f"held-out greedy accuracy, mean [min, max] over {n} seeds (SFT + RL seed), "
-             f"{result['steps']} steps x {result['sequences_per_step']} completions, preset {result['preset']}",
-             head]
-    for row in result["rows"]:
-        runs = row["runs"]
-        cells = f"{row['name']:<22}{_spread([r['reference_accuracy'] for r in runs]):>20}"
-        for a in algos:
-            cells += f"{_spread([r[a]['final_accuracy'] for r in runs]):>20}"
-            cells += f"{_reached([r[a]['steps_to_90'] for r in runs]):>22}"
-        lines.append(cells)
-    lines.append("rows: " + "; ".join(f"{r['name']} = {r['what']}" for r in result["rows"]))
-    if not math.isnan(result.get("seconds", math.nan)):
-        lines.append(f"total {result['seconds']:.0f} s")
-    return "\n".join(lines)

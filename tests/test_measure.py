@@ -1,4 +1,4 @@
-"""Tests of grpo_edu.diagnostics: statistics on hand numbers, memory against known
+"""Tests of grpo_edu.measure: statistics on hand numbers, memory against known
 allocations and hand-counted parameters, passes per step counted by hand.
 
 Every expected value is written as the arithmetic that produces it.
@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from envs import ArithmeticTask
-from grpo_edu import diagnostics as D
 from grpo_edu import get_preset
+from grpo_edu import measure as D
+from grpo_edu.measure.memory import _rss_peaks
 from grpo_edu.model import ModelConfig, TinyGPT, ValueModel
-from grpo_edu.rollout import sequence_logprobs
+from grpo_edu.rollout import sample_batch, sequence_logprobs
 
 TINY = ModelConfig(vocab_size=17, d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
 
@@ -79,8 +80,15 @@ def test_gae_at_lambda_one_is_the_critic_baseline():
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
     scores = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     values = torch.tensor([[0.3, 0.5, 0.9], [0.2, 0.1, 0.0]])
-    ro = Rollout(torch.zeros(2, 1, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long), mask,
-                 torch.zeros(2, 3), torch.arange(2), torch.zeros(2, dtype=torch.bool), ["", ""])
+    ro = Rollout(
+        torch.zeros(2, 1, dtype=torch.long),
+        torch.zeros(2, 3, dtype=torch.long),
+        mask,
+        torch.zeros(2, 3),
+        torch.arange(2),
+        torch.zeros(2, dtype=torch.bool),
+        ["", ""],
+    )
     critic = D.estimator_advantages("critic", ro, scores, values=values)
     # A_t = G_t - V(s_t): row 0 has G = 1 at every token, row 1 has G = 0
     assert torch.allclose(critic, torch.tensor([[0.7, 0.5, 0.1], [-0.2, -0.1, 0.0]]))
@@ -93,10 +101,17 @@ def test_gae_at_lambda_one_is_the_critic_baseline():
 def test_gradient_variance_tiny_policy(tiny):
     policy, task = tiny
     critic = ValueModel.from_policy(policy)
-    out = D.gradient_variance(policy, task, n_batches=4, prompts_per_batch=4, group_size=4,
-                              critic=critic, seed=0, progress=False)
-    keys = {"total_variance", "mean_sq_norm", "relative_variance", "relative_variance_corrected",
-            "mean_cosine", "cosine_to_raw"}
+    out = D.gradient_variance(
+        policy, task, n_batches=4, prompts_per_batch=4, group_size=4, critic=critic, seed=0, progress=False
+    )
+    keys = {
+        "total_variance",
+        "mean_sq_norm",
+        "relative_variance",
+        "relative_variance_corrected",
+        "mean_cosine",
+        "cosine_to_raw",
+    }
     assert set(out) == set(D.ESTIMATORS) | {"_meta"}
     for e in D.ESTIMATORS:
         assert set(out[e]) == keys
@@ -110,8 +125,16 @@ def test_gradient_variance_tiny_policy(tiny):
     assert 0.2 < meta["reward_mean"] < 0.8 and 0 <= meta["b_star"] <= 1
     assert meta["sequences_per_batch"] == 16 and meta["group_size"] == 4
 
-    distinct = D.gradient_variance(policy, task, estimators=("raw", "group_norm"), n_batches=2,
-                                   prompts_per_batch=4, group_size=4, layout="distinct", progress=False)
+    distinct = D.gradient_variance(
+        policy,
+        task,
+        estimators=("raw", "group_norm"),
+        n_batches=2,
+        prompts_per_batch=4,
+        group_size=4,
+        layout="distinct",
+        progress=False,
+    )
     assert set(distinct) == {"raw", "_meta"} and distinct["_meta"]["skipped"] == ["group_norm"]
     assert distinct["_meta"]["prompts_per_batch"] == 16 and distinct["_meta"]["group_size"] == 1
     with pytest.raises(ValueError):
@@ -124,7 +147,7 @@ def test_score_norms_and_critic_fit(tiny):
     assert s["b_star"] == pytest.approx(D.optimal_baseline(s["rewards"], s["score_norm2"]))
     assert math.isfinite(s["score_norm2_correct"]) and math.isfinite(s["score_norm2_wrong"])
     # one per-sample norm, recomputed directly: |grad log pi(y_0)|^2
-    ro, _ = D._sample(policy, task, 16, 1, *D._rngs(0, "cpu"))
+    ro, _, _ = sample_batch(policy, task, 16, 1, *D.rngs(0, "cpu"))
     policy.zero_grad()
     sequence_logprobs(policy, ro.select(torch.tensor([0]))).sum().backward()
     direct = sum(float((p.grad.double() ** 2).sum()) for p in policy.parameters())
@@ -140,8 +163,10 @@ def test_score_norms_and_critic_fit(tiny):
 
 def test_peak_memory_sees_a_known_allocation():
     keep = []
-    peaks, method = D.peak_memory(lambda: keep.append(torch.ones(1_000_000)),  # 4 MB, kept
-                                  lambda: torch.ones(2_000_000).sum())  # 8 MB, freed
+    peaks, method = D.peak_memory(
+        lambda: keep.append(torch.ones(1_000_000)),  # 4 MB, kept
+        lambda: torch.ones(2_000_000).sum(),
+    )  # 8 MB, freed
     assert "profiler" in method
     assert peaks[0] == pytest.approx(4e6, rel=0.01)
     assert peaks[1] == pytest.approx(4e6 + 8e6, rel=0.01)  # the kept 4 MB plus the 8 MB
@@ -149,7 +174,7 @@ def test_peak_memory_sees_a_known_allocation():
 
 def test_rss_fallback_sees_a_big_allocation():
     try:
-        peaks = D._rss_peaks([lambda: torch.ones(16_000_000).sum()])  # 64 MB
+        peaks = _rss_peaks([lambda: torch.ones(16_000_000).sum()])  # 64 MB
     except OSError:
         pytest.skip("no /proc/self/clear_refs here")
     assert 48e6 < peaks[0] < 100e6
@@ -168,7 +193,11 @@ def test_step_memory_breakdown_by_hand_and_ppo_above_grpo():
     assert (b["policy_params"], b["policy_grads"], b["optimizer_state"]) == (4 * P, 4 * P, 8 * P)
     assert b["reference_params"] == 4 * P and b["critic_params"] == 0
     b = ppo["breakdown"]
-    assert (b["critic_params"], b["critic_grads"], b["critic_optimizer_state"]) == (4 * P_critic, 4 * P_critic, 8 * P_critic)
+    assert (b["critic_params"], b["critic_grads"], b["critic_optimizer_state"]) == (
+        4 * P_critic,
+        4 * P_critic,
+        8 * P_critic,
+    )
     assert grpo["analytic_total"] == 20 * P + grpo["breakdown"]["activations"]
     assert ppo["analytic_total"] == 20 * P + 16 * P_critic + ppo["breakdown"]["activations"]
     assert ppo["measured_peak_step"] >= grpo["measured_peak_step"] > grpo["persistent"] >= 20 * P - 4 * P
@@ -182,16 +211,23 @@ def test_step_memory_breakdown_by_hand_and_ppo_above_grpo():
 # ------------------------------------------------------------------- passes per step
 
 
-@pytest.mark.parametrize("name, updates, expected", [
-    # REINFORCE: 1 update; one policy forward + backward, nothing else
-    ("reinforce", 1, dict(policy_forward=1, policy_backward=1)),
-    # critic baseline: V(s_t) for the advantages (1 forward), then a critic regression step
-    ("baseline", 1, dict(policy_forward=1, policy_backward=1, critic_forward=1 + 1, critic_backward=1)),
-    # PPO: 2 epochs x 2 minibatches = 4 updates; ref and critic once in prepare, critic per update
-    ("ppo", 4, dict(policy_forward=4, policy_backward=4, reference_forward=1, critic_forward=1 + 4, critic_backward=4)),
-    # GRPO: 4 updates, the reference once per step, no critic; pi_old comes from the rollout
-    ("grpo", 4, dict(policy_forward=4, policy_backward=4, reference_forward=1)),
-])
+@pytest.mark.parametrize(
+    "name, updates, expected",
+    [
+        # REINFORCE: 1 update; one policy forward + backward, nothing else
+        ("reinforce", 1, dict(policy_forward=1, policy_backward=1)),
+        # critic baseline: V(s_t) for the advantages (1 forward), then a critic regression step
+        ("baseline", 1, dict(policy_forward=1, policy_backward=1, critic_forward=1 + 1, critic_backward=1)),
+        # PPO: 2 epochs x 2 minibatches = 4 updates; ref and critic once in prepare, critic per update
+        (
+            "ppo",
+            4,
+            dict(policy_forward=4, policy_backward=4, reference_forward=1, critic_forward=1 + 4, critic_backward=4),
+        ),
+        # GRPO: 4 updates, the reference once per step, no critic; pi_old comes from the rollout
+        ("grpo", 4, dict(policy_forward=4, policy_backward=4, reference_forward=1)),
+    ],
+)
 def test_step_cost_counts(name, updates, expected):
     preset = get_preset("cpu", model=TINY, prompts_per_step=4)  # 4 x 8 = 32 sequences per step
     c = D.step_cost(name, preset=preset, n_steps=1)

@@ -1,35 +1,42 @@
-"""Diagnostics: how noisy is each policy-gradient estimator, and what does one step cost.
+"""How noisy is each policy-gradient estimator: gradient variance, score norms, the optimal baseline.
 
     gradient_variance(policy, task)   K independent batch gradients per advantage estimator
     score_norms(policy, task)         |grad log pi(y)|^2 of right vs wrong answers, and b*
-    fit_critic(policy, task)          a value model V(s_t) regressed at a fixed policy
-    step_memory("ppo"), memory_sweep  peak memory of one training step, measured and analytic
-    step_cost("grpo")                 forward/backward passes and seconds of one step
 
 Each docstring says which numbers are MEASURED (run the code, read a counter) and which
-are COMPUTED (a formula from parameter counts). The functional core is called through the
-module (``Fn.group_advantages``), so ``grpo_edu.plug`` reaches it here too.
+are COMPUTED (a formula). The functional core is called through the module
+(``Fn.group_advantages``), so ``grpo_edu.plug`` reaches it here too.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from . import functional as Fn
-from .model import ValueModel
-from .rollout import completion_values, generate, sequence_logprobs
-from .train import expand
+from .. import functional as Fn
+from ..algorithms.critic import fit_critic  # re-exported: measurements fit critics too
+from ..rollout import completion_values, sample_batch, sequence_logprobs
+from .common import flat_grad, progress_bar, rngs, trainable
+
+__all__ = [
+    "ESTIMATORS",
+    "GROUP_ESTIMATORS",
+    "estimator_advantages",
+    "fit_critic",
+    "gradient_variance",
+    "optimal_baseline",
+    "score_norms",
+    "variance_stats",
+]
 
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_norm", "optimal")
-GROUP_ESTIMATORS = ("group_mean", "group_norm")
-GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
 
-# ----------------------------------------------------------------------- pure statistics
+GROUP_ESTIMATORS = ("group_mean", "group_norm")
+
+GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
 
 
 def variance_stats(grads) -> dict:
@@ -53,8 +60,13 @@ def variance_stats(grads) -> dict:
     def ratio(a, b):
         return a / b if b > 0 else math.inf
 
-    return {"total_variance": tv, "mean_sq_norm": msn, "relative_variance": ratio(tv, msn),
-            "relative_variance_corrected": ratio(tv, msn - tv / K), "mean_cosine": float(cos.mean())}
+    return {
+        "total_variance": tv,
+        "mean_sq_norm": msn,
+        "relative_variance": ratio(tv, msn),
+        "relative_variance_corrected": ratio(tv, msn - tv / K),
+        "mean_cosine": float(cos.mean()),
+    }
 
 
 def optimal_baseline(rewards, score_norm2) -> float:
@@ -67,63 +79,22 @@ def optimal_baseline(rewards, score_norm2) -> float:
     """
     r, s2 = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, score_norm2))
     if r.shape != s2.shape or r.numel() == 0:
-        raise ValueError(f"rewards and score_norm2 must be alike and non-empty, "
-                         f"got {tuple(r.shape)} and {tuple(s2.shape)}")
+        raise ValueError(
+            f"rewards and score_norm2 must be alike and non-empty, got {tuple(r.shape)} and {tuple(s2.shape)}"
+        )
     return float((r * s2).sum() / s2.sum())
-
-
-# ----------------------------------------------------------------------- helpers
-
-
-def _sample(policy, task, n_prompts, group_size, rng, generator):
-    """A T=1 rollout of n_prompts x group_size and its outcome scores [B, T]."""
-    problems = task.sample(n_prompts, rng)
-    ro = generate(policy, task.encode_prompts(problems), group_size=group_size, temperature=1.0,
-                  max_new_tokens=task.max_answer_length, generator=generator, tokenizer=task.tokenizer)
-    rep = expand(problems, group_size)
-    return ro, task.token_scores(rep, ro.completion_ids, ro.mask, kind="outcome").to(ro.mask.device)
-
-
-@contextmanager
-def _trainable(model):
-    """The parameters, requiring grad inside the block (a reference may have them frozen)."""
-    params = list(model.parameters())
-    saved = [p.requires_grad for p in params]
-    try:
-        yield [p.requires_grad_(True) for p in params]
-    finally:
-        for p, s in zip(params, saved, strict=True):
-            p.requires_grad_(s)
-
-
-def _flat_grad(output, params, retain_graph=False):
-    gs = torch.autograd.grad(output, params, retain_graph=retain_graph, allow_unused=True)
-    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for g, p in zip(gs, params, strict=True)])
-
-
-def _rngs(seed, device):
-    return np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
-
-
-def _tqdm(iterable, progress, desc):
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc, disable=not progress, leave=False)
-
-
-# ----------------------------------------------------------------------- gradient variance
 
 
 def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_star=None, gae_lambda=1.0):
     """The advantage A of one estimator, [B] or [B, T] (R = sum_t r_t, here 0/1):
 
-        raw        A = R                                   REINFORCE
-        batch_mean A = R - mean_batch(R)
-        optimal    A = R - b*                              b* from a separate batch
-        critic     A_t = G_t - V(s_t)                      value baseline, gamma = 1
-        gae        A_t = GAE(gamma=1, lambda) from V       PPO's, unwhitened (= critic at lambda=1)
-        group_mean A = R - mean_group(R)                   Dr. GRPO (RLOO = G/(G-1) x this)
-        group_norm A = (R - mean_group(R)) / (std_group(R) + 1e-4)     GRPO
+    raw        A = R                                   REINFORCE
+    batch_mean A = R - mean_batch(R)
+    optimal    A = R - b*                              b* from a separate batch
+    critic     A_t = G_t - V(s_t)                      value baseline, gamma = 1
+    gae        A_t = GAE(gamma=1, lambda) from V       PPO's, unwhitened (= critic at lambda=1)
+    group_mean A = R - mean_group(R)                   Dr. GRPO (RLOO = G/(G-1) x this)
+    group_norm A = (R - mean_group(R)) / (std_group(R) + 1e-4)     GRPO
     """
     mask, R = rollout.mask, Fn.masked_sum(scores, rollout.mask, dim=1)
     if name in ("raw", "batch_mean", "optimal"):
@@ -138,9 +109,20 @@ def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_sta
     raise ValueError(f"unknown estimator {name!r}; choose from {ESTIMATORS}")
 
 
-def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts_per_batch=64, group_size=8,
-                      layout="group", critic=None, seed=0, progress=True, gae_lambda=1.0,
-                      critic_steps=150) -> dict:
+def gradient_variance(
+    policy,
+    task,
+    estimators=ESTIMATORS,
+    n_batches=32,
+    prompts_per_batch=64,
+    group_size=8,
+    layout="group",
+    critic=None,
+    seed=0,
+    progress=True,
+    gae_lambda=1.0,
+    critic_steps=150,
+) -> dict:
     """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy.
 
     For each of K independent batches of N = prompts_per_batch x group_size sequences and
@@ -159,25 +141,33 @@ def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts
     """
     unknown = [e for e in estimators if e not in ESTIMATORS]
     if layout not in ("group", "distinct") or unknown or not estimators or n_batches < 2:
-        raise ValueError(f"need layout 'group'|'distinct' (got {layout!r}), estimators from {ESTIMATORS} "
-                         f"(unknown: {unknown}) and n_batches >= 2 (got {n_batches})")
+        raise ValueError(
+            f"need layout 'group'|'distinct' (got {layout!r}), estimators from {ESTIMATORS} "
+            f"(unknown: {unknown}) and n_batches >= 2 (got {n_batches})"
+        )
     t0, N = time.perf_counter(), prompts_per_batch * group_size
     n_prompts, G = (prompts_per_batch, group_size) if layout == "group" else (N, 1)
     skipped = [e for e in estimators if e in GROUP_ESTIMATORS and G < 2]
     estimators = [e for e in estimators if e not in skipped]
-    meta = {"layout": layout, "n_batches": n_batches, "sequences_per_batch": N, "prompts_per_batch": n_prompts,
-            "group_size": G, "skipped": skipped}
+    meta = {
+        "layout": layout,
+        "n_batches": n_batches,
+        "sequences_per_batch": N,
+        "prompts_per_batch": n_prompts,
+        "group_size": G,
+        "skipped": skipped,
+    }
     if {"critic", "gae"} & set(estimators) and critic is None:
         critic, info = fit_critic(policy, task, steps=critic_steps, seed=seed + 1, progress=progress)
         meta["critic_explained_variance"] = info["explained_variance"]
     b_star = score_norms(policy, task, n=min(N, 512), seed=seed + 2)["b_star"] if "optimal" in estimators else None
     meta["b_star"] = b_star
-    rng, gen = _rngs(seed, next(policy.parameters()).device)
+    rng, gen = rngs(seed, next(policy.parameters()).device)
     grads, rewards, zero_std = {e: [] for e in estimators}, [], []
     was_training, _ = policy.training, policy.eval()
-    with _trainable(policy) as params:
-        for _ in _tqdm(range(n_batches), progress, f"gradient variance ({layout})"):
-            ro, scores = _sample(policy, task, n_prompts, G, rng, gen)
+    with trainable(policy) as params:
+        for _ in progress_bar(range(n_batches), progress, f"gradient variance ({layout})"):
+            ro, scores = sample_batch(policy, task, n_prompts, G, rng, gen)[:2]
             rewards.append(R := scores.sum(1))
             zero_std.append(float((R.view(-1, G).amax(1) == R.view(-1, G).amin(1)).float().mean()))
             with torch.no_grad():
@@ -186,7 +176,7 @@ def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts
             for j, e in enumerate(estimators):
                 A = estimator_advantages(e, ro, scores, G, values, b_star, gae_lambda)
                 loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, A), ro.mask, dim=1).mean()
-                grads[e].append(-_flat_grad(loss, params, retain_graph=j < len(estimators) - 1).cpu())
+                grads[e].append(-flat_grad(loss, params, retain_graph=j < len(estimators) - 1).cpu())
     policy.train(was_training)
     out = {e: variance_stats(torch.stack(gs)) for e, gs in grads.items()}
     if "raw" in grads:
@@ -194,9 +184,13 @@ def gradient_variance(policy, task, estimators=ESTIMATORS, n_batches=32, prompts
         for e in grads:
             out[e]["cosine_to_raw"] = float(torch.nn.functional.cosine_similarity(g_bar[e], g_bar["raw"], dim=0))
     R = torch.cat(rewards)
-    meta.update(reward_mean=float(R.mean()), reward_std=float(R.std()),
-                frac_zero_std_groups=float(np.mean(zero_std)) if G > 1 else None,
-                n_params=sum(p.numel() for p in policy.parameters()), seconds=time.perf_counter() - t0)
+    meta.update(
+        reward_mean=float(R.mean()),
+        reward_std=float(R.std()),
+        frac_zero_std_groups=float(np.mean(zero_std)) if G > 1 else None,
+        n_params=sum(p.numel() for p in policy.parameters()),
+        seconds=time.perf_counter() - t0,
+    )
     return {**out, "_meta": meta}
 
 
@@ -211,12 +205,12 @@ def score_norms(policy, task, n=512, seed=0) -> dict:
     the mean reward, and subtracting the mean reward adds the noisy wrong-sample scores.
     """
     device = next(policy.parameters()).device
-    ro, scores = _sample(policy, task, n, 1, *_rngs(seed, device))
+    ro, scores = sample_batch(policy, task, n, 1, *rngs(seed, device))[:2]
     norms = []
-    with _trainable(policy) as params:
+    with trainable(policy) as params:
         for i in range(n):  # log pi(y_i) = sum_t log pi(a_t | s_t) of sample i alone, then its gradient
             logp_i = sequence_logprobs(policy, ro.select(torch.tensor([i], device=device))).sum()
-            norms.append(float(_flat_grad(logp_i, params).double().pow(2).sum()))
+            norms.append(float(flat_grad(logp_i, params).double().pow(2).sum()))
     s2 = torch.tensor(norms, dtype=torch.float64)
     R = scores.sum(1).cpu().double()
     ok = R > 0.5
@@ -225,47 +219,13 @@ def score_norms(policy, task, n=512, seed=0) -> dict:
     def mean(x):
         return float(x.mean()) if x.numel() else math.nan
 
-    return {"score_norm2_correct": mean(s2[ok]), "score_norm2_wrong": mean(s2[~ok]), "mean_reward": float(R.mean()),
-            "b_star": optimal_baseline(R, s2), "corr": corr, "n": n, "rewards": R.numpy(), "score_norm2": s2.numpy()}
-
-
-def fit_critic(policy, task, steps=150, batch=512, lr=1e-3, seed=0, progress=True):
-    """Fit V_phi(s_t) to the sampled returns of a FIXED policy (the policy is not trained):
-
-        L_V = 1/2 masked_mean((V_phi(s_t) - G_t)^2),   G_t = R   (gamma = 1, outcome reward)
-
-    from the policy's trunk (``ValueModel.from_policy``), AdamW, clip 1.0, ``batch`` distinct
-    prompts per step. Returns ``(critic, info)``; MEASURED on a fresh batch:
-    info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R). Near 0: the critic cannot
-    tell from the prompt which answers will fail (at T=1 failures are sampling noise).
-    """
-    rng, gen = _rngs(seed, next(policy.parameters()).device)
-    critic = ValueModel.from_policy(policy).train()
-    opt = torch.optim.AdamW(critic.parameters(), lr=lr, weight_decay=0.0)
-    losses = []
-    for _ in _tqdm(range(steps), progress, "fit critic"):
-        ro, scores = _sample(policy, task, batch, 1, rng, gen)
-        loss = Fn.value_loss(completion_values(critic, ro), Fn.discounted_returns(scores, ro.mask, 1.0), ro.mask)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
-        opt.step()
-        losses.append(float(loss.detach()))
-    critic.eval()
-    with torch.no_grad():
-        ro, scores = _sample(policy, task, batch, 1, rng, gen)
-        R, v0 = scores.sum(1), completion_values(critic, ro)[:, 0]
-    ev = 1.0 - float((R - v0).var()) / float(R.var()) if float(R.var()) > 0 else math.nan
-    return critic, {"explained_variance": ev, "value_loss": float(np.mean(losses[-10:])) if losses else math.nan,
-                    "reward_mean": float(R.mean()), "value_mean": float(v0.mean()), "steps": steps}
-
-
-# memory and cost live in costs.py; re-exported here so `diagnostics.step_memory` works
-from .costs import (  # noqa: E402,F401
-    SWEEP,
-    _rss_peaks,
-    memory_sweep,
-    peak_memory,
-    step_cost,
-    step_memory,
-)
+    return {
+        "score_norm2_correct": mean(s2[ok]),
+        "score_norm2_wrong": mean(s2[~ok]),
+        "mean_reward": float(R.mean()),
+        "b_star": optimal_baseline(R, s2),
+        "corr": corr,
+        "n": n,
+        "rewards": R.numpy(),
+        "score_norm2": s2.numpy(),
+    }

@@ -1,0 +1,38 @@
+"""Helpers the measurements share: progress bars, seeded generators, flat gradients."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+
+def progress_bar(iterable, progress: bool, desc: str):
+    """``tqdm`` over ``iterable`` (nothing shown when ``progress`` is False)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, disable=not progress, leave=False)
+
+
+def rngs(seed: int, device):
+    """A numpy Generator (problems) and a torch Generator on ``device`` (sampling), both seeded."""
+    return np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
+
+
+@contextmanager
+def trainable(model):
+    """The parameters, requiring grad inside the block (a reference may have them frozen)."""
+    params = list(model.parameters())
+    saved = [p.requires_grad for p in params]
+    try:
+        yield [p.requires_grad_(True) for p in params]
+    finally:
+        for p, s in zip(params, saved, strict=True):
+            p.requires_grad_(s)
+
+
+def flat_grad(output, params, retain_graph=False) -> torch.Tensor:
+    """d output / d params as one flat vector (zeros for unused parameters)."""
+    gs = torch.autograd.grad(output, params, retain_graph=retain_graph, allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for g, p in zip(gs, params, strict=True)])

@@ -1,0 +1,194 @@
+"""The main job: all four algorithms from the same reference, side by side, measured.
+
+`run_comparison` trains REINFORCE, REINFORCE with a baseline, PPO with a critic and GRPO
+from the same SFT reference with the same budget (the same number of sampled completions
+by default, or the same training wall time), for one or more seeds, then measures at the
+reference policy the relative variance of each method's gradient estimate, the peak memory
+of one training step and the passes per update. `where_each_wins` says which rung is best
+on which measure. The report (table, figures, JSON) is `reports.write_report`;
+`grpo-edu compare` is this module from the command line.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+from ..algorithms import make_algorithm
+from ..presets import make_task, resolve_preset, setup_torch
+from ..reference import reference_policy
+from ..train import train
+from .memory import step_memory
+from .variance import GROUP_ESTIMATORS, fit_critic, gradient_variance
+
+ORDER = ("reinforce", "baseline", "ppo", "grpo")
+LABELS = {"reinforce": "REINFORCE", "baseline": "REINFORCE + critic baseline", "ppo": "PPO + critic", "grpo": "GRPO"}
+# the gradient estimator each algorithm applies (measure.variance names)
+ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "gae", "grpo": "group_norm"}
+TARGET = 0.9  # the accuracy whose cost (steps, completions, seconds) the comparison reports
+
+
+def _row(name, algo, histories) -> dict:
+    """One algorithm's numbers over its seeds (lists: one entry per seed)."""
+    h0 = histories[0]
+    return {
+        "label": LABELS[name],
+        "initial_accuracy": h0.initial_accuracy,
+        "final_accuracy": [h.final_accuracy for h in histories],
+        "steps": len(h0.steps),
+        "samples": h0.steps[-1]["samples"] if h0.steps else 0,
+        "train_seconds": [h.steps[-1]["seconds"] if h.steps else 0.0 for h in histories],
+        "seconds_per_step": statistics.mean(h.steps[-1]["seconds"] / len(h.steps) for h in histories if h.steps)
+        if h0.steps
+        else math.nan,
+        "steps_to_target": [h.first_reaching(TARGET, "step") for h in histories],
+        "seconds_to_target": [h.first_reaching(TARGET, "seconds") for h in histories],
+        "samples_to_target": [h.first_reaching(TARGET, "samples") for h in histories],
+        "updates_per_step": algo.config.epochs * algo.config.minibatches,
+        "histories": [h.to_dict() for h in histories],
+    }
+
+
+def run_comparison(
+    preset="cpu",
+    seeds: int = 1,
+    budget: str = "samples",
+    steps: int | None = None,
+    seconds: float | None = None,
+    algorithms=ORDER,
+    variance_batches: int = 8,
+    critic_steps: int = 150,
+    measure: bool = True,
+    progress: bool = True,
+    configs: dict | None = None,
+) -> dict:
+    """Train each algorithm from one reference with one budget, ``seeds`` times; measure
+    variance and memory once (at the reference).
+
+    budget="samples": every algorithm sees ``steps * sequences_per_step`` completions.
+    budget="seconds": every algorithm trains for ``seconds`` of wall time (evaluation
+    excluded). ``configs`` maps an algorithm name to config overrides. RL seeds are
+    ``preset.seed + k``, k < seeds; the reference is the preset's (one SFT seed): measured,
+    three RL seeds from one reference differ by a few points, references by more
+    (`grpo-edu ablate` shows that spread).
+    """
+    if budget not in ("samples", "seconds"):
+        raise ValueError(f"budget must be 'samples' or 'seconds', got {budget!r}")
+    if budget == "seconds" and seconds is None:
+        raise ValueError("budget='seconds' needs seconds=")
+    unknown = [a for a in algorithms if a not in ORDER]
+    if unknown:
+        raise ValueError(f"unknown algorithms {unknown}; choose from {list(ORDER)}")
+    if not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    preset = resolve_preset(preset)
+    setup_torch(preset, preset.seed)
+    task = make_task(preset)
+    t0 = time.perf_counter()
+    reference, ref_info = reference_policy(preset, task=task, progress=progress, return_info=True)
+    steps = steps or preset.steps
+    n_samples = steps * preset.sequences_per_step
+    seed_list = [preset.seed + k for k in range(seeds)]
+    out = {
+        "preset": preset.name,
+        "device": preset.device,
+        "seeds": seed_list,
+        "budget": budget,
+        "samples_budget": n_samples if budget == "samples" else None,
+        "seconds_budget": seconds if budget == "seconds" else None,
+        "target": TARGET,
+        "sequences_per_step": preset.sequences_per_step,
+        "reference": {"accuracy": ref_info["accuracy"], "loaded": ref_info["loaded"]},
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "algorithms": {},
+    }
+    kw = dict(samples=n_samples) if budget == "samples" else dict(seconds=seconds)
+    for name in algorithms:
+        runs = []
+        for seed in seed_list:
+            algo = make_algorithm(name, **(configs or {}).get(name, {}))
+            runs.append(
+                train(
+                    algo,
+                    task=task,
+                    reference=reference,
+                    preset=preset,
+                    seed=seed,
+                    progress=progress,
+                    name=LABELS[name],
+                    **kw,
+                )
+            )
+        out["algorithms"][name] = _row(name, algo, runs)
+    if measure:
+        measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps)
+    out["wins"] = where_each_wins(out)
+    out["total_seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _worst(values):
+    """The largest value over seeds, None when some seed never got there."""
+    return None if any(v is None for v in values) else max(values)
+
+
+def where_each_wins(result: dict) -> dict:
+    """Which rung is best on each measure (lower is better), over all seeds: completions,
+    steps and seconds to the target accuracy (the worst seed counts: a rung that misses on
+    one seed does not win), seconds per step, peak step memory, final accuracy (higher)."""
+    rows = result["algorithms"]
+    measures = {
+        "completions to target": {a: _worst(r["samples_to_target"]) for a, r in rows.items()},
+        "seconds to target": {a: _worst(r["seconds_to_target"]) for a, r in rows.items()},
+        "seconds per step": {a: r["seconds_per_step"] for a, r in rows.items()},
+        "peak step memory (MB)": {a: r.get("peak_step_memory_mb") for a, r in rows.items()},
+    }
+    wins = {}
+    for what, vals in measures.items():
+        ok = {a: v for a, v in vals.items() if v is not None and not (isinstance(v, float) and math.isnan(v))}
+        wins[what] = {"winner": min(ok, key=ok.get) if ok else None, "values": vals}
+    finals = {a: min(r["final_accuracy"]) for a, r in rows.items()}
+    wins["final accuracy (worst seed)"] = {"winner": max(finals, key=finals.get), "values": finals}
+    return wins
+
+
+def measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps):
+    """Variance of each method's estimator in the layout that method trains with (REINFORCE,
+    baseline, PPO: prompts x 1; GRPO: prompts x G), one critic shared by both layouts; and
+    the memory of one step. Writes into ``out``."""
+    est = [ESTIMATOR_OF[a] for a in algorithms]
+    critic = None
+    if {"critic", "gae"} & set(est):
+        critic, fit = fit_critic(reference, task, steps=critic_steps, seed=preset.seed + 1, progress=progress)
+    kw = dict(
+        n_batches=variance_batches,
+        prompts_per_batch=preset.prompts_per_step,
+        group_size=preset.group_size,
+        seed=preset.seed,
+        progress=progress,
+        critic=critic,
+    )
+    var = gradient_variance(reference, task, estimators=tuple(dict.fromkeys(est + ["batch_mean", "group_mean"])), **kw)
+    if critic is not None:
+        var["_meta"]["critic_explained_variance"] = fit["explained_variance"]
+    out["gradient_variance"] = var  # all estimators on the same prompts x G batches
+    solo = [e for e in est if e not in GROUP_ESTIMATORS]
+    var_distinct = gradient_variance(reference, task, estimators=tuple(solo), layout="distinct", **kw) if solo else {}
+    out["gradient_variance_distinct"] = var_distinct  # the same number of sequences, prompts x 1
+    own = {e: (var_distinct if e in var_distinct else var)[e] for e in est}
+    mem = {a: step_memory(a, preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed) for a in algorithms}
+    out["memory"] = mem
+    grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
+    for a in algorithms:
+        row = out["algorithms"][a]
+        row["relative_variance"] = own[ESTIMATOR_OF[a]]["relative_variance"]
+        row["relative_variance_corrected"] = own[ESTIMATOR_OF[a]]["relative_variance_corrected"]
+        row["mean_cosine"] = own[ESTIMATOR_OF[a]]["mean_cosine"]
+        row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 1e6
+        row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 1e6
+        row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak
+        row["analytic_mb"] = mem[a]["analytic_total"] / 1e6

@@ -1,0 +1,139 @@
+"""What one training step costs in passes and seconds, and how fast generation is.
+
+step_cost("grpo")                 forward/backward passes and seconds of one step
+generation_speed(policy, task)    tokens/s of batched sampling with and without the KV cache
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import torch
+
+from ..model import TinyGPT
+from ..presets import make_task, resolve_preset
+from ..rollout import generate, sample_batch
+from .common import rngs
+from .memory import setup_algorithm
+
+
+def _count_passes(algo, counts: dict, phase: list) -> list:
+    """Hooks that count forward calls of each model, and backward passes (a hook on each
+    trained model's first parameter fires once per backward), under ``phase[0]``."""
+
+    def bump(key):
+        counts[phase[0], key] = counts.get((phase[0], key), 0) + 1
+
+    handles = []
+    critic = algo.critic.model if algo.critic is not None else None
+    for name, m in (("policy", algo.policy), ("reference", algo.reference), ("critic", critic)):
+        if m is not None:
+            handles.append(m.register_forward_hook(lambda *_, k=f"{name}_forward": bump(k)))
+            p = next(m.parameters())
+            if p.requires_grad:
+                handles.append(p.register_post_accumulate_grad_hook(lambda _, k=f"{name}_backward": bump(k)))
+    return handles
+
+
+def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, with_reference=None) -> dict:
+    """MEASURED: what one training step (``sample_batch`` then ``algorithm.update``) does.
+
+    Counted by hooks: forward calls of the policy / reference / critic modules, and backward
+    passes (a post-accumulate-grad hook on each trained model's first parameter fires once
+    per backward); per step and per update (optimizer step). The generation phase (one
+    policy forward per decoded token, KV cache) is counted apart. Wall seconds of
+    generation and update: medians over ``n_steps`` after one uncounted warm-up step.
+    ``reference=None``: a random-init policy of the preset (the counts do not depend on
+    the weights; the seconds barely, through answer lengths). The reference is attached
+    when the algorithm uses it (beta > 0); ``train()`` always attaches it (for the logged
+    kl): ``with_reference=True`` counts that forward too.
+    """
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+    preset = resolve_preset(preset)
+    task, device = make_task(preset), torch.device(preset.device)
+    if reference is None:
+        torch.manual_seed(seed)
+        reference = TinyGPT(preset.model).to(device)
+    policy = copy.deepcopy(reference)
+    algo = setup_algorithm(algorithm_name, policy, with_reference, seed)
+    n_prompts = preset.sequences_per_step // algo.config.group_size
+    rng, gen = rngs(seed, device)
+    phase, counts = ["generation"], {}
+    handles = _count_passes(algo, counts, phase)
+
+    def timed(name, fn, *args):
+        phase[0] = name
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        out = fn(*args)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return out, time.perf_counter() - t0
+
+    times, updates = [], []
+    try:
+        for step in range(n_steps + 1):
+            if step == 1:
+                counts.clear()  # the warm-up step is not counted
+            sample = lambda: sample_batch(policy, task, n_prompts, algo.config.group_size, rng, gen)  # noqa: E731
+            (ro, scores, _, _), t_gen = timed("generation", algo.collect, sample)
+            stats, t_upd = timed("update", algo.update, ro, scores)
+            times.append((t_gen, t_upd))
+            updates.append(stats["updates"])
+    finally:
+        for h in handles:
+            h.remove()
+    u = statistics.mean(updates[1:])
+    keys = [f"{m}_{d}" for m in ("policy", "reference", "critic") for d in ("forward", "backward")]
+    per_step = {k: counts.get(("update", k), 0) / n_steps for k in keys}
+    t_gen, t_upd = zip(*times[1:], strict=True)
+    return {
+        "algorithm": algo.name,
+        "device": str(device),
+        "n_steps": n_steps,
+        "sequences_per_step": n_prompts * algo.config.group_size,
+        "updates_per_step": u,
+        "generation_forwards_per_step": counts.get(("generation", "policy_forward"), 0) / n_steps,
+        "passes_per_step": per_step,
+        "passes_per_update": {k: v / u for k, v in per_step.items()},
+        "seconds_per_step": statistics.median(a + b for a, b in times[1:]),
+        "generation_seconds": statistics.median(t_gen),
+        "update_seconds": statistics.median(t_upd),
+    }
+
+
+def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5, seed: int = 0) -> dict:
+    """Tokens per second of batched sampling with and without the KV cache, measured side
+    by side (alternating, median of ``repeats``) on the same prompts and seeds."""
+    prompts = task.encode_prompts(task.sample(n_prompts, seed))
+    times = {True: [], False: []}
+    tokens = 0
+    for r in range(repeats + 1):
+        for cached in (True, False):
+            g = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed + r)
+            t0 = time.perf_counter()
+            ro = generate(
+                policy,
+                prompts,
+                group_size=group_size,
+                max_new_tokens=task.max_answer_length,
+                generator=g,
+                use_cache=cached,
+            )
+            if ro.mask.is_cuda:
+                torch.cuda.synchronize()
+            if r:  # the first round warms up
+                times[cached].append(time.perf_counter() - t0)
+            tokens = ro.batch_size * ro.completion_ids.shape[1]
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    return {
+        "batch": n_prompts * group_size,
+        "tokens_per_call": tokens,
+        "cached_tokens_per_s": tokens / med[True],
+        "uncached_tokens_per_s": tokens / med[False],
+        "speedup": med[False] / med[True],
+    }

@@ -1,0 +1,249 @@
+"""The text tables and figure files of the measurements (what the CLI prints and writes)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..train import History
+
+
+def _fmt(v, spec) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def spread(values, spec=".4f") -> str:
+    """``mean [min, max]`` of a list (one value: just the value)."""
+    vals = [v for v in values if v is not None]
+    if len(vals) == 1:
+        return format(vals[0], spec)
+    return f"{format(sum(vals) / len(vals), spec)} [{format(min(vals), spec)}, {format(max(vals), spec)}]"
+
+
+def reach(values, spec="d") -> str:
+    """``min-max`` over seeds of where a target was first reached; ``never`` / ``k of n seeds``."""
+    hit = [v for v in values if v is not None]
+    if not hit:
+        return "never"
+    text = format(min(hit), spec) if min(hit) == max(hit) else f"{format(min(hit), spec)}-{format(max(hit), spec)}"
+    return text if len(hit) == len(values) else f"{text} ({len(hit)}/{len(values)})"
+
+
+def format_table(result: dict) -> str:
+    """The comparison as a table with a legend (the README quotes it)."""
+    n, target = len(result["seeds"]), result.get("target", 0.9)
+    pct = f"{target:.0%}"
+    cols = [
+        ("method", 27),
+        ("acc start", 9),
+        ("acc end" + (" (mean [min, max])" if n > 1 else ""), 26 if n > 1 else 8),
+        (f"steps to {pct}", 12),
+        (f"compl. to {pct}", 15),
+        (f"s to {pct}", 11),
+        ("s/step", 7),
+        ("rel. var", 9),
+        ("peak MB", 8),
+        ("x GRPO", 7),
+        ("upd/step", 8),
+    ]
+    lines = ["  ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(cols))]
+    for r in result["algorithms"].values():
+        vals = [
+            r["label"],
+            _fmt(r["initial_accuracy"], ".4f"),
+            spread(r["final_accuracy"]),
+            reach(r["steps_to_target"]),
+            reach(r["samples_to_target"], ","),
+            reach(r["seconds_to_target"], ".1f"),
+            _fmt(r["seconds_per_step"], ".3f"),
+            _fmt(r.get("relative_variance_corrected"), ".3f"),
+            _fmt(r.get("peak_step_memory_mb"), ".1f"),
+            _fmt(r.get("memory_ratio_to_grpo"), ".2f"),
+            str(r["updates_per_step"]),
+        ]
+        lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
+    b = result["budget"]
+    budget = (
+        f"{result['samples_budget']:,} sampled completions each ({result['samples_budget'] // result['sequences_per_step']} "
+        f"steps of {result['sequences_per_step']})"
+        if b == "samples"
+        else f"{result['seconds_budget']} s of training each"
+    )
+    seeds = f"{n} RL seeds {result['seeds']}" if n > 1 else f"seed {result['seeds'][0]}"
+    lines += [
+        f"budget: {budget}; {seeds}, all from one reference ({result['reference']['accuracy']:.4f} held-out)",
+        f"acc: greedy held-out accuracy at the start and after the budget. to {pct}: the first evaluation "
+        f"(every 10 steps) at >= {pct}, min-max over seeds ((k/n): only k seeds got there; never: none did).",
+        "s: training wall time, evaluation excluded. rel. var: tr Cov(g) / |mean g|^2 of the method's gradient "
+        "estimate at the reference, bias-corrected (see measure.variance), in the layout the method trains with.",
+        "peak MB: measured peak memory of one training step; x GRPO: that peak over GRPO's; "
+        "upd/step: optimizer updates per sampled batch (epochs x minibatches).",
+    ]
+    if "wins" in result:
+        lines.append(format_wins(result))
+    return "\n".join(lines)
+
+
+def format_wins(result: dict) -> str:
+    """Which rung is best on which measure, one line each."""
+    lines = ["where each rung wins (the worst seed counts):"]
+    labels = {a: r["label"] for a, r in result["algorithms"].items()}
+    specs = {
+        "completions to target": ",",
+        "seconds to target": ".1f",
+        "seconds per step": ".3f",
+        "peak step memory (MB)": ".1f",
+        "final accuracy (worst seed)": ".4f",
+    }
+    for what, w in result["wins"].items():
+        vals = ", ".join(
+            f"{labels[a]} {_fmt(v, specs[what]) if v is not None else 'never'}" for a, v in w["values"].items()
+        )
+        name = what.replace("target", f"{result.get('target', 0.9):.0%}")
+        lines.append(f"  {name:<28} {labels.get(w['winner'], '-'):<28} ({vals})")
+    return "\n".join(lines)
+
+
+def write_report(result: dict, out_dir) -> dict:
+    """Save ``comparison.json`` and the figures in ``out_dir``; return their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .. import plots
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    hist = {r["label"]: [History.from_dict(h) for h in r["histories"]] for r in result["algorithms"].values()}
+    for x in ("samples", "seconds"):
+        fig = plots.plot_learning_curves(hist, x=x)
+        paths[f"curves_{x}"] = out_dir / f"learning_curves_{x}.png"
+        fig.savefig(paths[f"curves_{x}"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    if "gradient_variance" in result:
+        fig = plots.plot_variance(result["gradient_variance"])
+        paths["variance"] = out_dir / "gradient_variance.png"
+        fig.savefig(paths["variance"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        fig = plots.plot_memory(list(result["memory"].values()))
+        paths["memory"] = out_dir / "memory.png"
+        fig.savefig(paths["memory"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    clean = {k: v for k, v in result.items() if not k.startswith("_")}
+    paths["json"] = out_dir / "comparison.json"
+    paths["json"].write_text(json.dumps(clean, indent=1, default=str))
+    paths["table"] = out_dir / "comparison.txt"
+    paths["table"].write_text(format_table(result) + "\n")
+    return {k: str(v) for k, v in paths.items()}
+
+
+def format_bench(b: dict) -> str:
+    g = b["generation"]
+    lines = [
+        f"device: {b['device']}, torch {b['torch']}, {b['threads']} thread(s), preset {b['preset']}",
+        f"generation, {g['batch']} sequences: KV cache {g['cached_tokens_per_s']:,.0f} tok/s, "
+        f"recompute prefix {g['uncached_tokens_per_s']:,.0f} tok/s, speedup {g['speedup']:.2f}x",
+        f"{'method':<10} {'s/step':>7} {'gen s':>7} {'update s':>8} {'upd/step':>8} "
+        f"{'fwd+bwd per update (policy/ref/critic)':>40} {'peak MB':>8} {'w/ rollout':>10}",
+    ]
+    for a, r in b["algorithms"].items():
+        p = r["passes_per_update"]
+        passes = (
+            f"{p['policy_forward']:.0f}+{p['policy_backward']:.0f} / {p['reference_forward']:.2f}+0 / "
+            f"{p['critic_forward']:.0f}+{p['critic_backward']:.0f}"
+        )
+        lines.append(
+            f"{a:<10} {r['seconds_per_step']:>7.3f} {r['generation_seconds']:>7.3f} "
+            f"{r['update_seconds']:>8.3f} {r['updates_per_step']:>8} {passes:>40} "
+            f"{r['peak_step_mb']:>8.1f} {r['peak_with_rollout_mb']:>10.1f}"
+        )
+    return "\n".join(lines)
+
+
+def format_sweep(sweep: dict) -> str:
+    lrs = sorted({r["lr"] for r in sweep["rows"]})
+    lines = [
+        f"final held-out accuracy after {sweep['steps']} steps x {sweep['sequences_per_step']} "
+        f"completions (mean over seeds, [min, max])",
+        f"{'method':<10}" + "".join(f"{'lr ' + format(lr, 'g'):>22}" for lr in lrs),
+    ]
+    for a in dict.fromkeys(r["algorithm"] for r in sweep["rows"]):
+        cells = []
+        for lr in lrs:
+            accs = [r["final_accuracy"] for r in sweep["rows"] if r["algorithm"] == a and r["lr"] == lr]
+            cells.append(f"{sum(accs) / len(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]")
+        lines.append(f"{a:<10}" + "".join(f"{c:>22}" for c in cells))
+    from .sweep import best_learning_rates
+
+    best = best_learning_rates(sweep)
+    lines.append("best lr: " + ", ".join(f"{a} {v[0]:g} ({v[1]:.3f})" for a, v in best.items()))
+    return "\n".join(lines)
+
+
+def format_variance_study(study: dict) -> str:
+    est = ("raw", "batch_mean", "critic", "optimal", "group_mean", "group_norm")
+    P, G = study["prompts"], study["group_size"]
+    lines = [
+        f"relative variance tr(Cov)/|mean g|^2 of the gradient estimate, K={study['n_batches']} "
+        f"batches of {P * G} sequences: {P}x{G} = {P} prompts x {G} samples, {P * G}x1 = distinct prompts",
+        f"{'snapshot':<34}{'acc':>6}{'layout':>8}"
+        + "".join(f"{e:>11}" for e in est)
+        + f"{'b*':>8}{'mean R':>8}{'|s|2 ok/wrong':>15}",
+    ]
+    for r in study["rows"]:
+        sn = r["score_norms"]
+        for layout, tag in (("group", f"{P}x{G}"), ("distinct", f"{P * G}x1")):
+            res = r[layout]
+            cells = "".join(f"{res[e]['relative_variance']:>11.3f}" if e in res else f"{'-':>11}" for e in est)
+            tail = (
+                f"{sn['b_star']:>8.3f}{sn['mean_reward']:>8.3f}"
+                f"{sn['score_norm2_correct'] / max(sn['score_norm2_wrong'], 1e-12):>15.2f}"
+                if layout == "group"
+                else ""
+            )
+            lines.append(f"{r['label']:<34}{r['accuracy']:>6.3f}{tag:>8}{cells}{tail}")
+    return "\n".join(lines)
+
+
+def format_memory_sweep(rows) -> str:
+    """The PPO/GRPO peak step memory from activation-dominated to parameter-dominated."""
+    lines = [
+        "PPO (policy + critic + reference) vs GRPO (policy + reference), one training step, fp32",
+        f"{'model':<12}{'params':>12}{'batch':>7}{'PPO MB':>9}{'GRPO MB':>9}{'ratio':>7}{'analytic':>9}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{'d' + str(r['d_model']) + ' L' + str(r['n_layers']):<12}{r['params']:>12,}"
+            f"{r['batch_size']:>7}{r['ppo_measured'] / 1e6:>9.1f}{r['grpo_measured'] / 1e6:>9.1f}"
+            f"{r['ratio_measured']:>7.2f}{r['ratio_analytic']:>9.2f}"
+        )
+    lines.append("limit when parameters dominate: (16P policy + 4P reference + 16P critic) / 20P = 1.8")
+    return "\n".join(lines)
+
+
+def format_ablation(result: dict) -> str:
+    """The table: reference accuracy and each algorithm's accuracy after ``steps`` steps as
+    mean [min, max] over seeds, and how many seeds reached 90% (and at which steps)."""
+    algos, n = result["algorithms"], len(result["seeds"])
+    head = f"{'row':<22}{'reference':>20}" + "".join(
+        f"{a + ' @' + str(result['steps']):>20}{'>=90% (seeds, steps)':>22}" for a in algos
+    )
+    lines = [
+        f"held-out greedy accuracy, mean [min, max] over {n} seeds (SFT + RL seed), "
+        f"{result['steps']} steps x {result['sequences_per_step']} completions, preset {result['preset']}",
+        head,
+    ]
+    for row in result["rows"]:
+        runs = row["runs"]
+        cells = f"{row['name']:<22}{spread([r['reference_accuracy'] for r in runs]):>20}"
+        for a in algos:
+            cells += f"{spread([r[a]['final_accuracy'] for r in runs]):>20}"
+            cells += f"{reach([r[a]['steps_to_90'] for r in runs]):>22}"
+        lines.append(cells)
+    lines.append("rows: " + "; ".join(f"{r['name']} = {r['what']}" for r in result["rows"]))
+    if not math.isnan(result.get("seconds", math.nan)):
+        lines.append(f"total {result['seconds']:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""`grpo-edu variance`: does a baseline lower the variance of the policy gradient, and when?"""
+
+from __future__ import annotations
+
+import copy
+
+from ..algorithms import make_algorithm
+from ..evaluation import evaluate
+from ..presets import make_task, resolve_preset, setup_torch
+from ..reference import reference_policy
+from ..train import train
+from .variance import gradient_variance, score_norms
+
+
+def run_variance_study(
+    preset="cpu",
+    targets=(0.5, 0.75, 0.9),
+    n_batches: int = 16,
+    seed: int = 0,
+    mixed_digits=(1, 2),
+    max_steps: int = 400,
+    critic_steps: int = 100,
+    progress: bool = True,
+) -> dict:
+    """Relative gradient variance of each estimator at several policy snapshots.
+
+    Snapshots: the reference, then REINFORCE-trained policies first reaching each accuracy
+    in ``targets``; at each, both layouts (64 prompts x 8 samples, 512 distinct prompts x
+    1) and the score norms of right vs wrong answers with the optimal baseline b*. With
+    ``mixed_digits``, also at the reference of a task whose operands have mixed lengths
+    (prompts of different difficulty: where a per-prompt baseline should matter most).
+    """
+    from envs import ArithmeticTask
+
+    preset = resolve_preset(preset)
+    setup_torch(preset, seed)
+    task = make_task(preset)
+    reference = reference_policy(preset, task=task, progress=progress)
+
+    def measure(policy, tsk, label, acc):
+        row = {"label": label, "accuracy": acc}
+        for layout in ("group", "distinct"):
+            row[layout] = gradient_variance(
+                policy,
+                tsk,
+                n_batches=n_batches,
+                prompts_per_batch=preset.prompts_per_step,
+                group_size=preset.group_size,
+                layout=layout,
+                seed=seed,
+                progress=progress,
+                critic_steps=critic_steps,
+            )
+        row["score_norms"] = {k: v for k, v in score_norms(policy, tsk, seed=seed).items() if not hasattr(v, "__len__")}
+        return row
+
+    rows = [measure(reference, task, "reference", evaluate(reference, task))]
+    policy = copy.deepcopy(reference)
+    algo = make_algorithm("reinforce")
+    for target in targets:
+        h = train(
+            algo,
+            task=task,
+            reference=reference,
+            policy=policy,
+            preset=preset,
+            steps=max_steps,
+            target_accuracy=target,
+            seed=seed,
+            progress=progress,
+            eval_every=5,
+        )
+        rows.append(measure(policy, task, f"REINFORCE to {target:.0%}", h.final_accuracy))
+        algo = make_algorithm("reinforce")  # fresh optimizer state; the policy carries on
+        seed += 1
+    if mixed_digits:
+        mixed = ArithmeticTask(**{**preset.task, "mixed_digits": tuple(mixed_digits)})
+        ref_m = reference_policy(
+            task=mixed, model_config=preset.model, sft_config=preset.sft, device=preset.device, progress=progress
+        )
+        rows.append(measure(ref_m, mixed, f"mixed digits {tuple(mixed_digits)} reference", evaluate(ref_m, mixed)))
+    return {
+        "preset": preset.name,
+        "n_batches": n_batches,
+        "prompts": preset.prompts_per_step,
+        "group_size": preset.group_size,
+        "rows": rows,
+    }

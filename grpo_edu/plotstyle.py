@@ -1,0 +1,77 @@
+"""The look shared by every figure: style, colours, labels and the small helpers.
+
+`grpo_edu.plots` (the figures of measurements) and `grpo_edu.concept_plots` (the figures of
+equations) both import from here; neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import matplotlib as mpl
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+STYLE = {
+    "figure.dpi": 100, "savefig.dpi": 120, "savefig.bbox": "tight",
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    "legend.frameon": False, "lines.linewidth": 1.8,
+}  # fmt: skip
+# Okabe-Ito: distinguishable with colour-blindness
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+ALGO_COLORS = {"grpo": "#0072B2", "ppo": "#D55E00", "baseline": "#009E73", "reinforce": "#E69F00"}
+X_LABELS = {
+    "samples": "generated completions (samples)", "seconds": "training wall time (s)",
+    "step": "RL step", "episodes": "episodes played",
+}  # fmt: skip
+METRIC_LABELS = {
+    "reward": "mean reward (per completion)", "reward_std": "reward std (per batch)",
+    "kl": "KL to reference (nats/token)", "entropy": "entropy (nats/token)",
+    "clip_ratio": "clipped tokens (fraction)", "grad_norm": "gradient norm (L2, pre-clip)",
+    "frac_reward_zero_std": "groups with equal rewards (fraction)",
+    "completion_length": "completion length (tokens)", "value_loss": "critic loss (MSE/2)",
+    "relative_variance": "relative variance $\\mathrm{tr\\,Cov}(g)\\,/\\,\\|\\bar g\\|^2$\n(lower is better)",
+    "mean_cosine": "mean cosine to the mean gradient\n(higher is better)",
+}  # fmt: skip
+MEMORY_PARTS = (
+    "policy_params", "policy_grads", "optimizer_state", "reference_params",
+    "critic_params", "critic_grads", "critic_optimizer_state", "activations",
+)  # fmt: skip
+MEMORY_COLORS = (  # policy: blues, frozen reference: gray, critic: oranges, activations: green
+    "#08519c", "#3182bd", "#9ecae1", "#969696", "#a63603", "#e6550d", "#fdae6b", "#74c476",
+)  # fmt: skip
+MB = 1e6  # bytes per MB on the axes
+
+
+def _styled(fn):
+    """Run ``fn`` inside the module's rc context (no global side effect)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with mpl.rc_context(STYLE):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def color_for(name: str, i: int = 0) -> str:
+    """The colour of an algorithm (by name: grpo, ppo, baseline, reinforce), else the i-th."""
+    low = str(name).lower()
+    for key in ("grpo", "ppo", "baseline", "reinforce"):
+        if key in low:
+            return ALGO_COLORS[key]
+    return PALETTE[i % len(PALETTE)]
+
+
+def _new(ncols=1, nrows=1, size=(6.4, 4.0), **kw):
+    fig = Figure(figsize=size, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
+    return fig, axes.ravel()
+
+
+def _np(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().float().numpy()
+    return np.asarray(x, dtype=float)

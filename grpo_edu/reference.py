@@ -1,0 +1,117 @@
+"""The reference policy pi_ref of a preset: trained once by SFT (`grpo_edu.sft`), then cached.
+
+``reference_policy(preset)`` trains it the first time (seconds on a CPU) and saves it
+atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``); later calls load it
+with ``weights_only=True``. The file name is a hash of everything that determines the
+weights (task, model, SFT config, seed), and the config is stored inside and compared on
+load, so a checkpoint made with another config is never loaded by mistake. A corrupted or
+foreign file under that name is replaced, with a one-line warning that says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from .checkpoint import load_checkpoint, load_state_dict_checked, save_checkpoint
+from .evaluation import evaluate
+from .model import ModelConfig, TinyGPT
+from .presets import make_task, resolve_preset
+from .sft import SFTConfig, train_sft
+
+FORMAT_VERSION = 2
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GRPO_EDU_CACHE", Path.home() / ".cache" / "grpo-edu"))
+
+
+def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:
+    """Everything that determines the reference weights (the cache key)."""
+    return {
+        "format": FORMAT_VERSION,
+        # the training reward does not change SFT: tasks that differ only in it share pi_ref
+        "task": {k: v for k, v in task.config.items() if k != "reward_values"},
+        "model": model_config.to_dict(),
+        "sft": asdict(sft_config),
+    }
+
+
+def _load_cached(policy, path, cfg, info) -> None:
+    """Load the cached weights into ``policy`` and fill ``info``; a corrupted, stale or
+    foreign file is reported in one line (and ``info["warning"]``) and left to be replaced."""
+    try:
+        state = load_checkpoint(path, expected_config=cfg)
+        load_state_dict_checked(policy, state["state_dict"], source=str(path))
+        info.update(
+            loaded=True, accuracy=state["accuracy"], steps=state["steps"], seconds=0.0, history=state.get("history")
+        )
+    except ValueError as exc:
+        info["warning"] = f"retrained: {exc}"
+        sys.stderr.write(
+            f"grpo-edu: the cached reference {path} is unusable ({str(exc).splitlines()[0][:160]}); "
+            "training a new one in its place\n"
+        )
+
+
+def reference_policy(
+    preset=None,
+    *,
+    task=None,
+    model_config: ModelConfig | None = None,
+    sft_config: SFTConfig | None = None,
+    device=None,
+    cache: bool | str | Path = True,
+    retrain: bool = False,
+    progress: bool = True,
+    return_info: bool = False,
+):
+    """The SFT reference policy pi_ref for a preset (or an explicit task/model/SFT config).
+
+    Trains it the first time and caches it; loads it afterwards. ``cache`` may be False
+    (never touch disk) or a folder. Returns the policy in eval mode (and, with
+    ``return_info``, a dict with ``accuracy``, ``steps``, ``seconds``, ``path``, ``loaded``
+    and ``history``, the SFT curve ``{"step", "accuracy", "loss"}`` stored with the weights).
+    """
+    if preset is not None:
+        preset = resolve_preset(preset)
+        task = task or make_task(preset)
+        model_config = model_config or preset.model
+        sft_config = sft_config or preset.sft
+        device = device or preset.device
+    if task is None or model_config is None:
+        raise ValueError("reference_policy needs a preset, or both task= and model_config=")
+    sft_config = sft_config or SFTConfig()
+    device = torch.device(device or "cpu")
+    cfg = reference_config(task, model_config, sft_config)
+    key = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
+    folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
+    path = folder / f"reference-{key}.pt" if folder is not None else None
+
+    policy = TinyGPT(model_config)
+    info = {"path": str(path) if path else None, "loaded": False}
+    if path is not None and path.exists() and not retrain:
+        _load_cached(policy, path, cfg, info)
+    if not info["loaded"]:
+        torch.manual_seed(sft_config.seed)
+        policy = TinyGPT(model_config)
+        policy.to(device)
+        hist = train_sft(policy, task, sft_config, progress=progress)
+        acc = hist["accuracy"][-1] if hist["accuracy"] else evaluate(policy, task)
+        curve = {k: [float(x) for x in hist[k]] for k in ("step", "accuracy", "loss")}
+        info.update(accuracy=acc, steps=hist["step"][-1] if hist["step"] else 0, seconds=hist["seconds"], history=curve)
+        if path is not None:
+            sd = {k: v.detach().cpu() for k, v in policy.state_dict().items()}
+            save_checkpoint(
+                path, {"config": cfg, "state_dict": sd, "accuracy": acc, "steps": info["steps"], "history": curve}
+            )
+    policy.to(device).eval()
+    for p in policy.parameters():
+        p.requires_grad_(True)
+    return (policy, info) if return_info else policy
