@@ -239,8 +239,10 @@ def test_step_cost_counts(name, updates, expected):
     assert c["seconds_per_step"] == pytest.approx(c["generation_seconds"] + c["update_seconds"])
 
 
-def test_step_cost_with_the_reference_train_attaches():
+def test_step_cost_runs_the_reference_only_when_it_is_used():
     preset = get_preset("cpu", model=TINY, prompts_per_step=4)
     c = D.step_cost("reinforce", preset=preset, n_steps=1, with_reference=True)
-    assert c["passes_per_step"]["reference_forward"] == 1
+    assert c["passes_per_step"]["reference_forward"] == 0  # beta = 0: pi_ref is attached but never run
+    c = D.step_cost("reinforce", preset=preset, n_steps=1)
+    assert c["passes_per_step"]["reference_forward"] == 0
     assert np.isfinite(c["update_seconds"])

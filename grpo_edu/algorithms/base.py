@@ -192,7 +192,8 @@ class Algorithm:
         mask = rollout.mask
         if cfg.mask_truncated_completions:
             mask = mask * (~rollout.truncated).float()[:, None]
-        ref_logp = sequence_logprobs(self.reference, rollout) if self.reference is not None else None
+        uses_reference = self.reference is not None and cfg.beta > 0 and cfg.kl_placement != "none"
+        ref_logp = sequence_logprobs(self.reference, rollout) if uses_reference else None  # pi_ref costs a forward
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")

@@ -47,8 +47,8 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
     generation and update: medians over ``n_steps`` after one uncounted warm-up step.
     ``reference=None``: a random-init policy of the preset (the counts do not depend on
     the weights; the seconds barely, through answer lengths). The reference is attached
-    when the algorithm uses it (beta > 0); ``train()`` always attaches it (for the logged
-    kl): ``with_reference=True`` counts that forward too.
+    when the algorithm uses it (beta > 0) or ``with_reference=True``; it is run only when
+    used (as in ``train()``).
     """
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
