@@ -56,7 +56,7 @@ _SIZES = {  # what differs between the presets
         sft_eval_every=5,
         prompts_per_step=64,
         group_size=8,
-        steps=150,
+        steps=128,
     ),
     "gpu": dict(
         threads=None,

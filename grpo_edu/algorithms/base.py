@@ -221,9 +221,10 @@ class Algorithm:
             if batch.ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='loss' needs a reference policy")
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
+        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):  # logged only, unless a bonus
+            ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
         agg = Fn.aggregate_loss(per_token, batch.mask[idx], LOSS_TYPES[cfg.loss_type], cfg.max_length)
-        loss = agg - cfg.entropy_coef * ent
+        loss = agg - cfg.entropy_coef * ent if cfg.entropy_coef > 0 else agg
         return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **(stats or {})}
 
     def minibatch_indices(self, B: int):

@@ -60,7 +60,7 @@ def run_comparison(
     seconds: float | None = None,
     algorithms=ORDER,
     variance_batches: int = 8,
-    critic_steps: int = 100,
+    critic_steps: int = 50,
     measure: bool = True,
     progress: bool = True,
     configs: dict | None = None,
