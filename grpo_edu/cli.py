@@ -7,6 +7,7 @@
   grpo-edu sweep       learning rate x seed for each algorithm (is the comparison fair?)
   grpo-edu variance    gradient variance of each estimator at several policy snapshots
   grpo-edu ablate      one difference at a time: why RL from one reference learns fast
+  grpo-edu check-notebooks   pytest --nbval under several seed shifts and CPU kernels
 
 Every verb takes --preset cpu|gpu|auto and --seed; grpo-edu VERB --help lists the rest.
 """
@@ -110,7 +111,38 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--steps", type=_int(1), default=60, help="RL steps per run")
     a.add_argument("--rows", type=_list(str), default=None, help="comma-separated row names (default: all)")
     a.add_argument("--json", default=None, help="also write the numbers to this file")
+    n = sub.add_parser(
+        "check-notebooks",
+        formatter_class=d,
+        help="pytest --nbval under several seed shifts and CPU kernels (needs the dev extra)",
+        description="pytest --nbval on the notebooks once per (GRPO_EDU_SEED_SHIFT, ATEN_CPU_CAPABILITY)",
+    )
+    n.add_argument("notebooks", nargs="*", help="notebook paths (default: notebooks/*.ipynb)")
+    n.add_argument(
+        "--runs",
+        type=_list(str),
+        default="0:native,1:native,2:native,0:default,0:avx2",
+        help="comma-separated SHIFT:CAPABILITY pairs (native = the CPU's own)",
+    )
+    n.add_argument("--jobs", type=_int(1), default=2, help="runs at a time")
+    n.add_argument("--json", default=None, help="also write the results to this file")
     return parser
+
+
+def _check_notebooks(args):
+    from .measure.robustness import check_notebooks, format_check
+
+    try:
+        runs = [tuple(r.split(":", 1)) for r in args.runs]
+        assert all(len(r) == 2 and int(r[0]) >= 0 for r in runs)
+    except (AssertionError, ValueError):
+        raise SystemExit(
+            f"grpo-edu check-notebooks: error: --runs wants SHIFT:CAPABILITY pairs, got {args.runs}"
+        ) from None
+    res = check_notebooks(args.notebooks or None, runs=runs, jobs=args.jobs)
+    print(format_check(res))
+    _dump({**res, "runs": [{k: v for k, v in r.items() if k != "output"} for r in res["runs"]]}, args.json)
+    return 0 if res["all_passed"] else 1
 
 
 def _dump(res, path):
@@ -221,6 +253,8 @@ VERBS = {
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.cmd == "check-notebooks":
+        return _check_notebooks(args)
     from dataclasses import replace
 
     from .presets import get_preset, setup_torch

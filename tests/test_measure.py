@@ -246,3 +246,17 @@ def test_step_cost_runs_the_reference_only_when_it_is_used():
     c = D.step_cost("reinforce", preset=preset, n_steps=1)
     assert c["passes_per_step"]["reference_forward"] == 0
     assert np.isfinite(c["update_seconds"])
+
+
+def test_group_estimators_by_hand():
+    from grpo_edu.rollout import Rollout
+
+    mask = torch.ones(4, 1)
+    scores = torch.tensor([[1.0], [0.0], [0.0], [0.0]])  # one group of 4: R = 1, 0, 0, 0
+    ro = Rollout(torch.zeros(4, 1, dtype=torch.long), torch.zeros(4, 1, dtype=torch.long), mask, torch.zeros(4, 1),
+                 torch.zeros(4, dtype=torch.long), torch.zeros(4, dtype=torch.bool), [""] * 4, group_size=4)  # fmt: skip
+    mean = D.estimator_advantages("group_mean", ro, scores, group_size=4)
+    loo = D.estimator_advantages("group_loo", ro, scores, group_size=4)
+    assert torch.allclose(mean, torch.tensor([0.75, -0.25, -0.25, -0.25]))  # R - mean: (G-1)/G of RLOO
+    assert torch.allclose(loo, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3]))  # R - mean of the other three
+    assert torch.allclose(loo, mean * 4 / 3)

@@ -184,7 +184,7 @@ def format_sweep(sweep: dict) -> str:
 
 
 def format_variance_study(study: dict) -> str:
-    est = ("raw", "batch_mean", "critic", "optimal", "group_mean", "group_norm")
+    est = ("raw", "batch_mean", "critic", "optimal", "group_mean", "group_loo", "group_norm")
     P, G = study["prompts"], study["group_size"]
     lines = [
         f"relative variance tr(Cov)/|mean g|^2 of the gradient estimate, K={study['n_batches']} "
