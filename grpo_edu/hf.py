@@ -889,6 +889,7 @@ def bench_trl(
     repeats: int = 5,
     seed: int = 0,
     threads: int | None = 1,
+    preset="cpu",
 ) -> dict:
     """Seconds per GRPO cycle (sample ``sequences_per_step`` completions + update), grpo_edu
     vs TRL's GRPOTrainer, on the same model (TRL trains its export) and the same knobs
@@ -905,16 +906,18 @@ def bench_trl(
     steps and the trainer's bookkeeping).
     """
     from .algorithms import GRPOConfig
-    from .presets import get_preset, make_task
-    from .sft import reference_policy
+    from .presets import make_task, resolve_preset
+    from .reference import reference_policy
+
+    preset = resolve_preset(preset)
 
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        task = task if task is not None else make_task(get_preset("cpu"))
+        task = task if task is not None else make_task(preset)
         if policy is None:
-            policy = reference_policy("cpu", task=task, progress=False)
+            policy = reference_policy(preset, task=task, progress=False)
         base = grpo_config or GRPOConfig(unbiased_std=True)
         rows = []
         for epochs, minibatches in settings:
