@@ -83,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", type=_int(1), default=None, help="steps of the samples budget (default: the preset's)")
     c.add_argument("--seconds", type=_positive_float, default=30.0, help="seconds per algorithm with --budget seconds")
     c.add_argument("--variance-batches", type=_int(2), default=8, help="K batches for the gradient variance")
+    c.add_argument(
+        "--memory-sweep",
+        action="store_true",
+        help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
+    )
     t = verb("train", "one training run from the reference")
     t.add_argument("--algo", default="grpo", choices=ALGOS, help="which algorithm")
     t.add_argument("--steps", type=_int(1), default=None, help="RL steps (default: the preset's)")

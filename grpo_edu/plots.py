@@ -154,16 +154,17 @@ def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "c
     return fig
 
 
-# -------------------------------------------------------------- diagnostics figures
+# -------------------------------------------------------------- measurement figures
 
 
 @_styled
-def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_variance") -> Figure:
+def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_variance", xlabel: str = "gradient estimator",
+                  title: str = "Gradient estimators at a fixed policy") -> Figure:  # fmt: skip
     """Bars per gradient estimator of ``key`` (or one panel per key of a list).
 
     ``results``: name -> {"relative_variance": ..., "mean_cosine": ...}, or snapshot ->
     such a dict (grouped bars, one colour per snapshot). Names starting with "_" are
-    metadata and are skipped.
+    metadata and are skipped. Say the layout (prompts x answers) in ``title`` or the names.
     """
     keys = [key] if isinstance(key, str) else list(key)
     items = {k: v for k, v in results.items() if not str(k).startswith("_")}
@@ -177,7 +178,7 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
     snapshots = {str(s): {k: v for k, v in r.items() if not str(k).startswith("_")}
                  for s, r in items.items()} if grouped else {"": items}  # fmt: skip
     names = list(dict.fromkeys(n for r in snapshots.values() for n in r))
-    panel = max(4.5, (0.5 + 0.35 * len(snapshots)) * len(names) + 1.5)
+    panel = max(4.5, (0.7 + 0.35 * len(snapshots)) * len(names) + 1.5)
     fig, axes = _new(len(keys), 1, size=(panel * len(keys), 4.0))
     width = 0.8 / len(snapshots)
     for ax, k in zip(axes, keys, strict=True):
@@ -187,14 +188,13 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
             colors = PALETTE[j % len(PALETTE)] if grouped else PALETTE[4]
             bars = ax.bar(pos, vals, width * 0.95, color=colors, label=snap or None)
             ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
-        ax.set_xticks(np.arange(len(names)), names, rotation=20 if len(names) > 3 else 0, ha="right"
-                      if len(names) > 3 else "center")  # fmt: skip
-        ax.set(xlabel="gradient estimator", ylabel=METRIC_LABELS.get(k, k.replace("_", " ")),
-               title=k.replace("_", " "))  # fmt: skip
+        tilt = len(names) > 3 and not any("\n" in n for n in names)
+        ax.set_xticks(np.arange(len(names)), names, rotation=20 if tilt else 0, ha="right" if tilt else "center")
+        ax.set(xlabel=xlabel, ylabel=METRIC_LABELS.get(k, k.replace("_", " ")), title=k.replace("_", " "))
         ax.margins(y=0.15)
         if grouped:
             ax.legend(title="snapshot", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle("Gradient estimators at a fixed policy")
+    fig.suptitle(title)
     return fig
 
 
@@ -206,16 +206,17 @@ def _measured(row: Mapping):
 
 
 @_styled
-def plot_memory(rows) -> Figure:
+def plot_memory(rows, note: str | None = None) -> Figure:
     """Stacked bars: the analytic memory of one training step per algorithm, by part
     (`MEMORY_PARTS`, bytes), with the measured peak ("measured_peak" or
     "measured_peak_step") as a marker. ``rows``: list of dicts with "algorithm" (or
-    "name") and the parts, flat or under "breakdown" (as `diagnostics.step_memory`
-    returns them), or a dict name -> such a dict.
+    "name") and the parts, flat or under "breakdown" (as `measure.step_memory`
+    returns them), or a dict name -> such a dict. ``note``: a line of text under the bars
+    (e.g. what dominates at this size).
     """
     if isinstance(rows, Mapping):
         rows = [{"algorithm": k, **v} for k, v in rows.items()]
-    rows = [{**r, **r.get("breakdown", {})} for r in rows]  # diagnostics.step_memory's nesting
+    rows = [{**r, **r.get("breakdown", {})} for r in rows]  # measure.step_memory's nesting
     if not rows:
         raise ValueError("rows must hold at least one algorithm")
     names = [str(r.get("algorithm", r.get("name", f"row {i}"))) for i, r in enumerate(rows)]
@@ -240,6 +241,10 @@ def plot_memory(rows) -> Figure:
     ax.margins(y=0.12)
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if note:
+        import textwrap
+
+        fig.text(0.01, -0.02, textwrap.fill(note, 130), ha="left", va="top", fontsize=8.5)
     return fig
 
 

@@ -34,6 +34,7 @@ METRIC_LABELS = {
     "completion_length": "completion length (tokens)", "value_loss": "critic loss (MSE/2)",
     "relative_variance": "relative variance $\\mathrm{tr\\,Cov}(g)\\,/\\,\\|\\bar g\\|^2$\n(lower is better)",
     "mean_cosine": "mean cosine to the mean gradient\n(higher is better)",
+    "relative_variance_corrected": "relative variance, bias-corrected\n$\\mathrm{tr\\,Cov}(g)\\,/\\,(\\|\\bar g\\|^2 - \\mathrm{tr\\,Cov}/K)$ (lower is better)",
 }  # fmt: skip
 MEMORY_PARTS = (
     "policy_params", "policy_grads", "optimizer_state", "reference_params",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 
 from ..train import History
@@ -105,6 +106,40 @@ def format_wins(result: dict) -> str:
     return "\n".join(lines)
 
 
+def method_variance(result: dict) -> dict:
+    """{"REINFORCE (512x1)": stats, ...}: each method's estimator in the layout it trains with."""
+    P, G, n = result["sequences_per_step"] // 8, 8, result["sequences_per_step"]
+    layouts = {"grpo": f"{P}x{G}"}
+    if "gradient_variance" in result:
+        meta = result["gradient_variance"].get("_meta", {})
+        layouts["grpo"] = f"{meta.get('prompts_per_batch', P)}x{meta.get('group_size', G)}"
+    from .compare import ESTIMATOR_OF
+
+    out = {}
+    for a, r in result["algorithms"].items():
+        layout = layouts["grpo"] if a == "grpo" else f"{n}x1"
+        source = result["gradient_variance"] if a == "grpo" else result.get("gradient_variance_distinct", {})
+        stats = source.get(ESTIMATOR_OF[a]) or result["gradient_variance"].get(ESTIMATOR_OF[a])
+        out[textwrap.fill(r["label"], 14) + f"\n({layout})"] = stats
+    return out
+
+
+def memory_note(result: dict) -> str:
+    """What dominates the memory at this size, COMPUTED from the measured breakdown."""
+    mem = result["memory"]
+    if "ppo" not in mem:
+        return ""
+    b = mem["ppo"]["breakdown"]
+    critic = b["critic_params"] + b["critic_grads"] + b["critic_optimizer_state"]
+    total = sum(b.values())
+    return (
+        f"At this size activations dominate ({b['activations'] / total:.0%} of PPO's analytic step; REINFORCE and "
+        f"the baseline update on the whole batch, PPO and GRPO on minibatches), and the critic's parameters, "
+        f"gradients and Adam state are {critic / total:.1%} of it. When parameters dominate the ratio PPO/GRPO "
+        f"tends to (16P + 4P + 16P) / (16P + 4P) = 1.8: grpo-edu bench --memory-sweep measures it."
+    )
+
+
 def write_report(result: dict, out_dir) -> dict:
     """Save ``comparison.json`` and the figures in ``out_dir``; return their paths."""
     import matplotlib
@@ -123,14 +158,25 @@ def write_report(result: dict, out_dir) -> dict:
         paths[f"curves_{x}"] = out_dir / f"learning_curves_{x}.png"
         fig.savefig(paths[f"curves_{x}"], dpi=120, bbox_inches="tight")
         plt.close(fig)
-    if "gradient_variance" in result:
-        fig = plots.plot_variance(result["gradient_variance"])
+    if "memory" in result:
+        fig = plots.plot_variance(
+            method_variance(result),
+            key="relative_variance_corrected",
+            xlabel="method (layout)",
+            title="Each method's gradient estimate at the reference, in the layout it trains with",
+        )
         paths["variance"] = out_dir / "gradient_variance.png"
         fig.savefig(paths["variance"], dpi=120, bbox_inches="tight")
         plt.close(fig)
-        fig = plots.plot_memory(list(result["memory"].values()))
+        rows = [{**m, "algorithm": result["algorithms"][a]["label"]} for a, m in result["memory"].items()]
+        fig = plots.plot_memory(rows, note=memory_note(result))
         paths["memory"] = out_dir / "memory.png"
         fig.savefig(paths["memory"], dpi=120, bbox_inches="tight")
+        plt.close(fig)
+    if result.get("memory_sweep"):
+        fig = plots.plot_memory_ratio(result["memory_sweep"])
+        paths["memory_ratio"] = out_dir / "memory_ratio.png"
+        fig.savefig(paths["memory_ratio"], dpi=120, bbox_inches="tight")
         plt.close(fig)
     clean = {k: v for k, v in result.items() if not k.startswith("_")}
     paths["json"] = out_dir / "comparison.json"
