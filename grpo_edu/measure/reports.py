@@ -83,6 +83,15 @@ def format_table(result: dict) -> str:
     ]
     if "wins" in result:
         lines.append(format_wins(result))
+    if result.get("claims"):
+        lines.append(format_claims(result["claims"]))
+    return "\n".join(lines)
+
+
+def format_claims(claims: list[dict]) -> str:
+    """claim -> measurement -> verdict, one line each (verdict first, so it scans)."""
+    lines = ["claims of the derivation, tested here (holds / fails here / depends: the seeds disagree):"]
+    lines += [f"  [{c['verdict']:>10}] {c['claim']}: {c['measurement']}" for c in claims]
     return "\n".join(lines)
 
 
