@@ -32,9 +32,9 @@ __all__ = [
     "variance_stats",
 ]
 
-ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_norm", "optimal")
+ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
 
-GROUP_ESTIMATORS = ("group_mean", "group_norm")
+GROUP_ESTIMATORS = ("group_mean", "group_loo", "group_norm")
 
 GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
 
@@ -93,7 +93,8 @@ def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_sta
     optimal    A = R - b*                              b* from a separate batch
     critic     A_t = G_t - V(s_t)                      value baseline, gamma = 1
     gae        A_t = GAE(gamma=1, lambda) from V       PPO's, unwhitened (= critic at lambda=1)
-    group_mean A = R - mean_group(R)                   Dr. GRPO (RLOO = G/(G-1) x this)
+    group_mean A = R - mean_group(R)                   Dr. GRPO (biased: (G-1)/G of RLOO's step)
+    group_loo  A = R - mean of the other G-1 in the group   RLOO (unbiased)
     group_norm A = (R - mean_group(R)) / (std_group(R) + 1e-4)     GRPO
     """
     mask, R = rollout.mask, Fn.masked_sum(scores, rollout.mask, dim=1)
