@@ -184,6 +184,7 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
     for ax, k in zip(axes, keys, strict=True):
         for j, (snap, res) in enumerate(snapshots.items()):
             vals = [float(res[n][k]) if n in res and k in res[n] else np.nan for n in names]
+            vals = [v if np.isfinite(v) else np.nan for v in vals]  # inf: no detectable signal (corrected ratio)
             pos = np.arange(len(names)) + (j - (len(snapshots) - 1) / 2) * width
             colors = PALETTE[j % len(PALETTE)] if grouped else PALETTE[4]
             bars = ax.bar(pos, vals, width * 0.95, color=colors, label=snap or None)
