@@ -283,20 +283,22 @@ def format_ablation(result: dict) -> str:
     """The table: reference accuracy and each algorithm's accuracy after ``steps`` steps as
     mean [min, max] over seeds, and how many seeds reached 90% (and at which steps)."""
     algos, n = result["algorithms"], len(result["seeds"])
-    head = f"{'row':<22}{'reference':>20}" + "".join(
-        f"{a + ' @' + str(result['steps']):>20}{'>=90% (seeds, steps)':>22}" for a in algos
+    head = f"{'row':<22}{'reference':>22}" + "".join(
+        f"{a + ' @' + str(result['steps']):>24}{'seeds >= 90%, at step':>24}" for a in algos
     )
     lines = [
-        f"held-out greedy accuracy, mean [min, max] over {n} seeds (SFT + RL seed), "
+        f"held-out greedy accuracy, mean [min, max] over {n} seeds (each: SFT + RL), "
         f"{result['steps']} steps x {result['sequences_per_step']} completions, preset {result['preset']}",
         head,
     ]
     for row in result["rows"]:
         runs = row["runs"]
-        cells = f"{row['name']:<22}{spread([r['reference_accuracy'] for r in runs]):>20}"
+        cells = f"{row['name']:<22}{spread([r['reference_accuracy'] for r in runs], '.3f'):>22}"
         for a in algos:
-            cells += f"{spread([r[a]['final_accuracy'] for r in runs]):>20}"
-            cells += f"{reach([r[a]['steps_to_90'] for r in runs]):>22}"
+            cells += f"{spread([r[a]['final_accuracy'] for r in runs], '.3f'):>24}"
+            hit = [r[a]["steps_to_90"] for r in runs]
+            k = sum(v is not None for v in hit)
+            cells += f"{(f'{k}/{n}, ' + reach(hit).split(' (')[0]) if k else f'0/{n}':>24}"
         lines.append(cells)
     lines.append("rows: " + "; ".join(f"{r['name']} = {r['what']}" for r in result["rows"]))
     if not math.isnan(result.get("seconds", math.nan)):
