@@ -37,6 +37,13 @@ from dataclasses import fields
 import torch
 
 INSTALL = 'pip install -e ".[trl]"'
+_SHAPE_FIELDS = (  # (ModelConfig field, GPT2Config field): the same number under two names
+    ("vocab_size", "vocab_size"),
+    ("max_seq_len", "n_positions"),
+    ("d_model", "n_embd"),
+    ("n_layers", "n_layer"),
+    ("n_heads", "n_head"),
+)
 _MODEL_FIELDS = {  # ModelConfig fields to_hf knows how to express (a new field must be taught here)
     "vocab_size", "d_model", "n_layers", "n_heads", "max_seq_len", "mlp_ratio",
     "tie_embeddings", "head_bias", "scaled_residual_init",
@@ -200,11 +207,7 @@ def to_hf(policy, path=None):
     if cfg.head_bias:
         config_cls, cls = __getattr__("GPT2HeadBiasConfig"), __getattr__("GPT2LMHeadModelWithBias")
     hf_cfg = config_cls(
-        vocab_size=cfg.vocab_size,
-        n_positions=cfg.max_seq_len,
-        n_embd=cfg.d_model,
-        n_layer=cfg.n_layers,
-        n_head=cfg.n_heads,
+        **{theirs: getattr(cfg, ours) for ours, theirs in _SHAPE_FIELDS},
         n_inner=cfg.mlp_ratio * cfg.d_model,
         activation_function=_gelu_name(policy),
         resid_pdrop=0.0,
@@ -272,11 +275,7 @@ def from_hf(hf_model):
     bias = getattr(hf_model.lm_head, "bias", None)
     tied = hf_model.lm_head.weight.data_ptr() == hf_model.transformer.wte.weight.data_ptr()
     cfg = ModelConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.n_embd,
-        n_layers=c.n_layer,
-        n_heads=c.n_head,
-        max_seq_len=c.n_positions,
+        **{ours: getattr(c, theirs) for ours, theirs in _SHAPE_FIELDS},
         mlp_ratio=n_inner // c.n_embd,
         tie_embeddings=tied,
         head_bias=bias is not None,

@@ -67,6 +67,14 @@ ROWS = (
     ),
     Variant("300 labels", "reference = SFT to convergence on 300 labelled problems", sft=LABELLED_300),
     Variant(
+        "prototype settings",
+        "every setting of shared/prototype at once (head bias, SFT to 30%, RL betas .99, sum/B, 1/(G-1))",
+        model=dict(head_bias=True),
+        sft=dict(target_accuracy=0.3),
+        rl=dict(adam_betas=(0.9, 0.99), loss_type="constant", max_length=1),
+        grpo=dict(unbiased_std=True),
+    ),
+    Variant(
         "previous defaults",
         "all of the above as the first version had them (tied, labels, ...)",
         model=OLD_MODEL,
@@ -86,16 +94,8 @@ def run_variant(variant: Variant, preset, task, seed: int, steps: int, algorithm
     out = {"seed": seed, "reference_accuracy": info["accuracy"], "sft_steps": info["steps"]}
     for name in algorithms:
         config = {**variant.rl, **(variant.grpo if name == "grpo" else {})}
-        h = train(
-            make_algorithm(name, **config),
-            task=task,
-            reference=ref,
-            preset=preset,
-            steps=steps,
-            seed=seed,
-            progress=progress,
-            name=f"{variant.name} / {name}",
-        )
+        algo, label = make_algorithm(name, **config), f"{variant.name} / {name}"
+        h = train(algo, task, ref, preset=preset, steps=steps, seed=seed, progress=progress, name=label)
         out[name] = {
             "final_accuracy": h.final_accuracy,
             "steps_to_90": h.first_reaching(0.9, "step"),

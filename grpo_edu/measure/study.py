@@ -58,18 +58,8 @@ def run_variance_study(
     policy = copy.deepcopy(reference)
     algo = make_algorithm("reinforce")
     for target in targets:
-        h = train(
-            algo,
-            task=task,
-            reference=reference,
-            policy=policy,
-            preset=preset,
-            steps=max_steps,
-            target_accuracy=target,
-            seed=seed,
-            progress=progress,
-            eval_every=5,
-        )
+        budget = dict(steps=max_steps, target_accuracy=target, eval_every=5)
+        h = train(algo, task, reference, policy, preset, seed=seed, progress=progress, **budget)
         rows.append(measure(policy, task, f"REINFORCE to {target:.0%}", h.final_accuracy))
         algo = make_algorithm("reinforce")  # fresh optimizer state; the policy carries on
         seed += 1

@@ -24,15 +24,9 @@ def run_sweep(
     for a in algorithms:
         for lr in lrs:
             for seed in seeds:
+                algo = make_algorithm(a, lr=lr)
                 h = train(
-                    make_algorithm(a, lr=lr),
-                    task=task,
-                    reference=reference,
-                    preset=preset,
-                    steps=steps,
-                    seed=seed,
-                    progress=progress,
-                    eval_every=steps,
+                    algo, task, reference, preset=preset, steps=steps, seed=seed, progress=progress, eval_every=steps
                 )
                 rows.append(
                     {
