@@ -185,3 +185,26 @@ def test_ablation_runs_one_row_per_difference():
     assert all(len(r["runs"]) == 2 for r in res["rows"])
     text = format_ablation(res)
     assert "reinforce @2" in text and "grpo @2" in text and "b = tied" in text
+
+
+def test_check_notebooks_names_the_failed_cell_and_its_error():
+    from grpo_edu.measure.robustness import _failures, format_check
+
+    out = (
+        "\x1b[31m____ notebooks/05_side_by_side.ipynb::Cell 7 ____\x1b[0m\nCell 7: Cell execution caused an exception\n"
+        "----> 3 assert all(s is not None for s in reached), (name, reached)\n\n"
+        "AssertionError: ('ppo', [None, 25600, 30720])\n"
+        "==== short test summary info ====\nFAILED notebooks/05_side_by_side.ipynb::Cell 7\n"
+    )
+    import re
+
+    found = _failures(re.sub(r"\x1b\[[0-9;]*m", "", out))
+    assert found == ["05_side_by_side.ipynb::Cell 7: AssertionError: ('ppo', [None, 25600, 30720])"]
+    run = dict(shift="1", capability="avx2", exit_code=1, failed_notebooks=["05_side_by_side.ipynb"], summary="")
+    res = {
+        "notebooks": ["05_side_by_side.ipynb"],
+        "runs": [{**run, "seconds": 60, "failures": found}],
+        "all_passed": False,
+    }
+    text = format_check(res)
+    assert "FAIL" in text and "Cell 7: AssertionError" in text and "some runs FAILED" in text

@@ -23,6 +23,15 @@ from pathlib import Path
 DEFAULT_RUNS = (("0", "native"), ("1", "native"), ("2", "native"), ("0", "default"), ("0", "avx2"))
 
 
+def _failures(out: str) -> list[str]:
+    """'notebook::Cell N: the error's last line' for every failed cell of a pytest --nbval output."""
+    found = []
+    for head, body in re.findall(r"_{3,} (\S+?\.ipynb::Cell \d+) _{3,}\n(.*?)(?=\n_{3,} |\n={3,} )", out, re.S):
+        errors = [line.strip() for line in body.splitlines() if re.match(r"\s*\w*(Error|Exception)\b", line)]
+        found.append(f"{Path(head).name}: {errors[-1] if errors else body.strip().splitlines()[-1]}"[:400])
+    return found
+
+
 def _one(notebooks, shift: str, capability: str, timeout: int) -> dict:
     env = dict(os.environ, GRPO_EDU_SEED_SHIFT=shift, OMP_NUM_THREADS="1")
     env.pop("ATEN_CPU_CAPABILITY", None)
@@ -37,6 +46,7 @@ def _one(notebooks, shift: str, capability: str, timeout: int) -> dict:
             out, code = r.stdout + r.stderr, r.returncode
         except subprocess.TimeoutExpired:
             out, code = f"timed out after {timeout} s", -1
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # nbval colours its tracebacks
     failed = sorted({Path(m).name for m in re.findall(r"FAILED (\S+?\.ipynb)", out)})
     summary = next((line for line in reversed(out.splitlines()) if " passed" in line or " failed" in line), out[-200:])
     return {
@@ -44,6 +54,7 @@ def _one(notebooks, shift: str, capability: str, timeout: int) -> dict:
         "capability": capability,
         "exit_code": code,
         "failed_notebooks": failed,
+        "failures": _failures(out),
         "summary": summary.strip("= "),
         "seconds": time.perf_counter() - t0,
         "output": out,
@@ -74,5 +85,6 @@ def format_check(res: dict) -> str:
         ok = "pass" if r["exit_code"] == 0 else "FAIL"
         detail = ", ".join(r["failed_notebooks"]) or r["summary"]
         lines.append(f"{r['shift']:>10}  {r['capability']:<20} {ok:<8} {r['seconds'] / 60:>7.1f}  {detail}")
+        lines += [f"{'':>10}  {'':<20} {'':<8} {'':>7}  {f}" for f in r.get("failures", [])]
     lines.append("all runs passed" if res["all_passed"] else "some runs FAILED")
     return "\n".join(lines)
