@@ -58,6 +58,8 @@ def _list(kind):
 
 
 def _parser() -> argparse.ArgumentParser:
+    """Every verb's flags, declared in one place in the order ``--help`` lists them (long
+    because there are eight verbs; each block is a flat list of ``add_argument`` calls)."""
     parser = argparse.ArgumentParser(
         prog="grpo-edu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

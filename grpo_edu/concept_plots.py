@@ -128,7 +128,8 @@ def plot_maze(env, policy=None, history=None) -> Figure:
     """The maze (walls, S, G), the greedy action in every free cell and the greedy path
     from S (bold arrows), for ``policy`` (default: ``history["policy"]``); and, with a
     `grpo_edu.maze_pg.train_maze` history (or a dict name -> history), the mean episode
-    length per step against the shortest path."""
+    length per step against the shortest path. Long because a figure is a list of drawing
+    calls, one panel after the other; no step in it is logic worth its own name."""
     from envs.maze import DELTAS
 
     from .maze_pg import greedy_path

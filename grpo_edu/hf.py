@@ -804,7 +804,11 @@ def _timed(obj, name: str, acc: dict, key: str):
 
 
 def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
-    """One (epochs, minibatches) setting of `bench_trl`: lists of per-cycle timings."""
+    """One (epochs, minibatches) setting of `bench_trl`: lists of per-cycle timings.
+
+    Long on purpose: both trainers' cycles are timed in one function, side by side and
+    interleaved, so that the same machine noise falls on both (split, the comparison would
+    read across two places)."""
     import copy
 
     import numpy as np

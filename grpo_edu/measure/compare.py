@@ -221,7 +221,8 @@ def _span(values, spec=",") -> str:
 def claims(result: dict) -> list[dict]:
     """The derivation's claims, each with the measurement that tests it here and a verdict:
     "holds", "fails here" or "depends" (ranges over seeds overlap). A claim about one
-    measurement without seeds (variance, memory) holds or fails by a margin stated in it."""
+    measurement without seeds (variance, memory) holds or fails by a margin stated in it.
+    Long because it is a list: one short block per claim, in the derivation's order."""
     rows, out = result["algorithms"], []
     have = set(rows)
 
