@@ -139,13 +139,9 @@ def _parser() -> argparse.ArgumentParser:
 def _check_notebooks(args):
     from .measure.robustness import check_notebooks, format_check
 
-    try:
-        runs = [tuple(r.split(":", 1)) for r in args.runs]
-        assert all(len(r) == 2 and int(r[0]) >= 0 for r in runs)
-    except (AssertionError, ValueError):
-        raise SystemExit(
-            f"grpo-edu check-notebooks: error: --runs wants SHIFT:CAPABILITY pairs, got {args.runs}"
-        ) from None
+    runs = [tuple(r.split(":", 1)) for r in args.runs]
+    if not all(len(r) == 2 and r[0].isdigit() and r[1] for r in runs):
+        raise SystemExit(f"grpo-edu check-notebooks: error: --runs wants SHIFT:CAPABILITY pairs, got {args.runs}")
     res = check_notebooks(args.notebooks or None, runs=runs, jobs=args.jobs)
     print(format_check(res))
     _dump({**res, "runs": [{k: v for k, v in r.items() if k != "output"} for r in res["runs"]]}, args.json)

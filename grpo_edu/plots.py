@@ -9,6 +9,7 @@ One colour per algorithm (`color_for`) across all figures.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -243,8 +244,6 @@ def plot_memory(rows, note: str | None = None) -> Figure:
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
     ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if note:
-        import textwrap
-
         fig.text(0.01, -0.02, textwrap.fill(note, 130), ha="left", va="top", fontsize=8.5)
     return fig
 

@@ -1,5 +1,5 @@
 """The tree is linted and formatted: `ruff check` and `ruff format --check` pass on the
-library, the environments, the tests, the course and the notebooks (ruff reads .ipynb)."""
+library, the environments, the tests, the course, the notebooks (ruff reads .ipynb) and the README's code blocks."""
 
 import shutil
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["grpo_edu", "envs", "tests", "course", "notebooks", "conftest.py"]
+PATHS = ["grpo_edu", "envs", "tests", "course", "notebooks", "conftest.py", "README.md"]  # ruff formats its code blocks
 
 
 def _ruff(*args):

@@ -15,7 +15,7 @@ Everything public is importable from here: ``from grpo_edu import measure``,
 from .ablation import ROWS, Variant, run_ablation
 from .bench import run_bench
 from .common import flat_grad, progress_bar, rngs, trainable
-from .compare import ESTIMATOR_OF, LABELS, ORDER, TARGET, claims, run_comparison, where_each_wins
+from .compare import ESTIMATOR_OF, LABELS, ORDER, TARGET, claims, own_variance, run_comparison, where_each_wins
 from .cost import generation_speed, step_cost
 from .memory import SWEEP, memory_sweep, peak_memory, step_memory
 from .reports import (
@@ -44,8 +44,9 @@ from .variance import (
 
 __all__ = [
     "ESTIMATORS", "ESTIMATOR_OF", "GROUP_ESTIMATORS", "LABELS", "ORDER", "ROWS", "SWEEP", "TARGET", "Variant",
-    "best_learning_rates", "claims", "estimator_advantages", "format_claims", "fit_critic", "flat_grad", "format_ablation", "format_bench",
-    "format_memory_sweep", "format_sweep", "format_table", "format_variance_study", "format_wins",
+    "best_learning_rates", "claims", "estimator_advantages", "fit_critic", "flat_grad", "format_ablation",
+    "format_bench", "format_claims", "format_memory_sweep", "format_sweep", "format_table", "format_variance_study",
+    "format_wins", "own_variance",
     "generation_speed", "gradient_variance", "memory_sweep", "optimal_baseline", "peak_memory", "progress_bar",
     "rngs", "run_ablation", "run_bench", "run_comparison", "run_sweep", "run_variance_study", "score_norms",
     "step_cost", "step_memory", "trainable", "variance_stats", "where_each_wins", "write_report",

@@ -36,3 +36,20 @@ def flat_grad(output, params, retain_graph=False) -> torch.Tensor:
     """d output / d params as one flat vector (zeros for unused parameters)."""
     gs = torch.autograd.grad(output, params, retain_graph=retain_graph, allow_unused=True)
     return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for g, p in zip(gs, params, strict=True)])
+
+
+def spread(values, spec=".4f") -> str:
+    """``mean [min, max]`` of a list (one value: just the value)."""
+    vals = [v for v in values if v is not None]
+    if len(vals) == 1:
+        return format(vals[0], spec)
+    return f"{format(sum(vals) / len(vals), spec)} [{format(min(vals), spec)}, {format(max(vals), spec)}]"
+
+
+def reach(values, spec="d") -> str:
+    """``min-max`` over seeds of where a target was first reached; ``never`` / ``k of n seeds``."""
+    hit = [v for v in values if v is not None]
+    if not hit:
+        return "never"
+    text = format(min(hit), spec) if min(hit) == max(hit) else f"{format(min(hit), spec)}-{format(max(hit), spec)}"
+    return text if len(hit) == len(values) else f"{text} ({len(hit)}/{len(values)})"

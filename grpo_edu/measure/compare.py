@@ -21,6 +21,7 @@ from ..algorithms import make_algorithm
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
 from ..train import train
+from .common import reach
 from .memory import step_memory
 from .variance import GROUP_ESTIMATORS, fit_critic, gradient_variance
 
@@ -181,19 +182,28 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
     solo = [e for e in est if e not in GROUP_ESTIMATORS]
     var_distinct = gradient_variance(reference, task, estimators=tuple(solo), layout="distinct", **kw) if solo else {}
     out["gradient_variance_distinct"] = var_distinct  # the same number of sequences, prompts x 1
-    own = {e: (var_distinct if e in var_distinct else var)[e] for e in est}
     mem = {a: step_memory(a, preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed) for a in algorithms}
     out["memory"] = mem
     grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
     for a in algorithms:
-        row = out["algorithms"][a]
-        row["relative_variance"] = own[ESTIMATOR_OF[a]]["relative_variance"]
-        row["relative_variance_corrected"] = own[ESTIMATOR_OF[a]]["relative_variance_corrected"]
-        row["mean_cosine"] = own[ESTIMATOR_OF[a]]["mean_cosine"]
+        row, (_, own) = out["algorithms"][a], own_variance(out, a)
+        row["relative_variance"] = own["relative_variance"]
+        row["relative_variance_corrected"] = own["relative_variance_corrected"]
+        row["mean_cosine"] = own["mean_cosine"]
         row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 1e6
         row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 1e6
         row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak
         row["analytic_mb"] = mem[a]["analytic_total"] / 1e6
+
+
+def own_variance(result: dict, algorithm: str) -> tuple[str, dict]:
+    """("64x8" | "512x1", stats): ``algorithm``'s estimator in the layout it trains with (a
+    group estimator on prompts x G, the others on distinct prompts), as
+    `measure_at_reference` measured it; the layout is read from the measurement itself."""
+    grouped = ESTIMATOR_OF[algorithm] in GROUP_ESTIMATORS
+    var = result["gradient_variance" if grouped else "gradient_variance_distinct"]
+    meta = var["_meta"]
+    return f"{meta['prompts_per_batch']}x{meta['group_size'] if grouped else 1}", var[ESTIMATOR_OF[algorithm]]
 
 
 def _compare_ranges(lower_is_better_a, b):
@@ -207,15 +217,6 @@ def _compare_ranges(lower_is_better_a, b):
     if max(b) < min(a):
         return "fails here"
     return "depends"
-
-
-def _span(values, spec=",") -> str:
-    vals = [v for v in values if v is not None]
-    missing = len(values) - len(vals)
-    if not vals:
-        return "never"
-    text = format(min(vals), spec) if min(vals) == max(vals) else f"{format(min(vals), spec)}-{format(max(vals), spec)}"
-    return text + (f" ({missing} seed(s) never)" if missing else "")
 
 
 def claims(result: dict) -> list[dict]:
@@ -240,21 +241,21 @@ def claims(result: dict) -> list[dict]:
         reuse = rows["ppo"]["samples_to_target"] + rows["grpo"]["samples_to_target"]
         add(
             "reusing each batch (PPO, GRPO: epochs x minibatches updates) learns more per sampled answer",
-            f"completions to {TARGET:.0%}: PPO {_span(rows['ppo']['samples_to_target'])}, GRPO "
-            f"{_span(rows['grpo']['samples_to_target'])} vs REINFORCE {_span(rows['reinforce']['samples_to_target'])}",
+            f"completions to {TARGET:.0%}: PPO {reach(rows['ppo']['samples_to_target'], ',')}, GRPO "
+            f"{reach(rows['grpo']['samples_to_target'], ',')} vs REINFORCE {reach(rows['reinforce']['samples_to_target'], ',')}",
             _compare_ranges(reuse, rows["reinforce"]["samples_to_target"]),
         )
     if {"ppo", "grpo"} <= have:
         add(
             "a learned critic (PPO) beats the group baseline (GRPO) per sampled answer",
-            f"completions to {TARGET:.0%}: PPO {_span(rows['ppo']['samples_to_target'])} vs GRPO "
-            f"{_span(rows['grpo']['samples_to_target'])}",
+            f"completions to {TARGET:.0%}: PPO {reach(rows['ppo']['samples_to_target'], ',')} vs GRPO "
+            f"{reach(rows['grpo']['samples_to_target'], ',')}",
             _compare_ranges(rows["ppo"]["samples_to_target"], rows["grpo"]["samples_to_target"]),
         )
         add(
             "GRPO reaches the target in less wall time than PPO",
-            f"seconds to {TARGET:.0%}: GRPO {_span(rows['grpo']['seconds_to_target'], '.1f')} vs PPO "
-            f"{_span(rows['ppo']['seconds_to_target'], '.1f')}",
+            f"seconds to {TARGET:.0%}: GRPO {reach(rows['grpo']['seconds_to_target'], '.1f')} vs PPO "
+            f"{reach(rows['ppo']['seconds_to_target'], '.1f')}",
             _compare_ranges(rows["grpo"]["seconds_to_target"], rows["ppo"]["seconds_to_target"]),
         )
         if "peak_step_memory_mb" in rows["ppo"]:
@@ -270,7 +271,8 @@ def claims(result: dict) -> list[dict]:
         verdict = "holds" if base < 0.9 * raw else ("fails here" if base > 1.1 * raw else "depends")
         add(
             "a baseline lowers the variance of the policy gradient",
-            f"relative variance at the reference (bias-corrected, 512x1): critic baseline {base:.3f} vs REINFORCE "
+            f"relative variance at the reference (bias-corrected, {own_variance(result, 'baseline')[0]}): critic baseline "
+            f"{base:.3f} vs REINFORCE "
             f"{raw:.3f} (holds below 0.9x, fails above 1.1x)",
             verdict,
         )
@@ -286,7 +288,8 @@ def claims(result: dict) -> list[dict]:
         raw, grp = rows["reinforce"]["relative_variance_corrected"], rows["grpo"]["relative_variance_corrected"]
         add(
             "the group baseline gives GRPO a less noisy gradient than plain REINFORCE",
-            f"relative variance, each in its own layout: GRPO (64x8) {grp:.3f} vs REINFORCE (512x1) {raw:.3f} "
+            f"relative variance, each in its own layout: GRPO ({own_variance(result, 'grpo')[0]}) {grp:.3f} vs REINFORCE "
+            f"({own_variance(result, 'reinforce')[0]}) {raw:.3f} "
             "(holds below 0.9x, fails above 1.1x)",
             "holds" if grp < 0.9 * raw else ("fails here" if grp > 1.1 * raw else "depends"),
         )

@@ -8,27 +8,11 @@ import textwrap
 from pathlib import Path
 
 from ..train import History
+from .common import reach, spread
 
 
 def _fmt(v, spec) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
-
-
-def spread(values, spec=".4f") -> str:
-    """``mean [min, max]`` of a list (one value: just the value)."""
-    vals = [v for v in values if v is not None]
-    if len(vals) == 1:
-        return format(vals[0], spec)
-    return f"{format(sum(vals) / len(vals), spec)} [{format(min(vals), spec)}, {format(max(vals), spec)}]"
-
-
-def reach(values, spec="d") -> str:
-    """``min-max`` over seeds of where a target was first reached; ``never`` / ``k of n seeds``."""
-    hit = [v for v in values if v is not None]
-    if not hit:
-        return "never"
-    text = format(min(hit), spec) if min(hit) == max(hit) else f"{format(min(hit), spec)}-{format(max(hit), spec)}"
-    return text if len(hit) == len(values) else f"{text} ({len(hit)}/{len(values)})"
 
 
 def format_table(result: dict) -> str:
@@ -117,18 +101,11 @@ def format_wins(result: dict) -> str:
 
 def method_variance(result: dict) -> dict:
     """{"REINFORCE (512x1)": stats, ...}: each method's estimator in the layout it trains with."""
-    P, G, n = result["sequences_per_step"] // 8, 8, result["sequences_per_step"]
-    layouts = {"grpo": f"{P}x{G}"}
-    if "gradient_variance" in result:
-        meta = result["gradient_variance"].get("_meta", {})
-        layouts["grpo"] = f"{meta.get('prompts_per_batch', P)}x{meta.get('group_size', G)}"
-    from .compare import ESTIMATOR_OF
+    from .compare import own_variance
 
     out = {}
     for a, r in result["algorithms"].items():
-        layout = layouts["grpo"] if a == "grpo" else f"{n}x1"
-        source = result["gradient_variance"] if a == "grpo" else result.get("gradient_variance_distinct", {})
-        stats = source.get(ESTIMATOR_OF[a]) or result["gradient_variance"].get(ESTIMATOR_OF[a])
+        layout, stats = own_variance(result, a)
         out[textwrap.fill(r["label"], 14) + f"\n({layout})"] = stats
     return out
 
@@ -296,9 +273,8 @@ def format_ablation(result: dict) -> str:
         cells = f"{row['name']:<22}{spread([r['reference_accuracy'] for r in runs], '.3f'):>22}"
         for a in algos:
             cells += f"{spread([r[a]['final_accuracy'] for r in runs], '.3f'):>24}"
-            hit = [r[a]["steps_to_90"] for r in runs]
-            k = sum(v is not None for v in hit)
-            cells += f"{(f'{k}/{n}, ' + reach(hit).split(' (')[0]) if k else f'0/{n}':>24}"
+            hit = [r[a]["steps_to_90"] for r in runs if r[a]["steps_to_90"] is not None]
+            cells += f"{f'{len(hit)}/{n}, {reach(hit)}' if hit else f'0/{n}':>24}"
         lines.append(cells)
     lines.append("rows: " + "; ".join(f"{r['name']} = {r['what']}" for r in result["rows"]))
     if not math.isnan(result.get("seconds", math.nan)):

@@ -100,11 +100,9 @@ def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_sta
     mask, R = rollout.mask, Fn.masked_sum(scores, rollout.mask, dim=1)
     if name in ("raw", "batch_mean", "optimal"):
         return R - {"raw": 0.0, "batch_mean": R.mean(), "optimal": b_star}[name]
-    if name == "group_loo":
-        return Fn.group_advantages(R, group_size, scale="none", eps=GRPO_EPS, leave_one_out=True)[0]
     if name in GROUP_ESTIMATORS:
-        scale = "none" if name == "group_mean" else "group"
-        return Fn.group_advantages(R, group_size, scale=scale, eps=GRPO_EPS)[0]
+        scale = "group" if name == "group_norm" else "none"
+        return Fn.group_advantages(R, group_size, scale=scale, eps=GRPO_EPS, leave_one_out=name == "group_loo")[0]
     if name == "critic":
         return (Fn.discounted_returns(scores, mask, 1.0) - values) * mask
     if name == "gae":
