@@ -818,39 +818,45 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
     from .rollout import expand, generate
 
     per_cycle = cfg.epochs * cfg.minibatches
-    ours = make_algorithm("grpo", **cfg.to_dict())
-    ours.setup(copy.deepcopy(policy), policy, generator=torch.Generator().manual_seed(seed + 1))
-    gen, rng = torch.Generator().manual_seed(seed), np.random.default_rng(seed)
-    acc = {"ours_prep": 0.0, "sample": 0.0, "reward": 0.0, "prep": 0.0, "mark": 0.0}
-    _timed(ours, "prepare", acc, "ours_prep")
-    t_ours, t_trl = [], []
+    acc = {"sample": 0.0, "reward": 0.0, "prep": 0.0, "mark": 0.0}
+    t_trl = []
 
-    def ours_cycle():
-        acc["ours_prep"] = 0.0
-        t0 = time.perf_counter()
-        problems = task.sample(sequences_per_step // cfg.group_size, rng)
-        ro = generate(
-            ours.policy,
-            task.encode_prompts(problems),
-            group_size=cfg.group_size,
-            max_new_tokens=task.max_answer_length,
-            temperature=cfg.temperature,
-            generator=gen,
-        )
-        t1 = time.perf_counter()
-        scores = task.token_scores(expand(problems, cfg.group_size), ro.completion_ids, ro.mask)
-        t2 = time.perf_counter()
-        ours.update(ro, scores)
-        t3 = time.perf_counter()
-        t_ours.append(
-            {
-                "total": t3 - t0,
-                "sample": t1 - t0,
-                "reward": t2 - t1,
-                "prep": acc["ours_prep"],
-                "update": t3 - t2 - acc["ours_prep"],
-            }
-        )
+    def grpo_edu_cycles(share: bool):
+        """A function that runs and times one grpo_edu cycle; ``share``: run each prompt once
+        (generation and teacher forcing), the library's default; False: the ablation."""
+        algo = make_algorithm("grpo", **cfg.to_dict())
+        algo.share_prompts = share
+        algo.setup(copy.deepcopy(policy), policy, generator=torch.Generator().manual_seed(seed + 1))
+        gen, rng, clock, times = torch.Generator().manual_seed(seed), np.random.default_rng(seed), {"prep": 0.0}, []
+        _timed(algo, "prepare", clock, "prep")
+
+        def cycle():
+            clock["prep"] = 0.0
+            t0 = time.perf_counter()
+            problems = task.sample(sequences_per_step // cfg.group_size, rng)
+            ro = generate(
+                algo.policy,
+                task.encode_prompts(problems),
+                group_size=cfg.group_size,
+                max_new_tokens=task.max_answer_length,
+                temperature=cfg.temperature,
+                generator=gen,
+                share_prompts=share,
+            )
+            t1 = time.perf_counter()
+            scores = task.token_scores(expand(problems, cfg.group_size), ro.completion_ids, ro.mask)
+            t2 = time.perf_counter()
+            algo.update(ro, scores)
+            t3 = time.perf_counter()
+            times.append(
+                {"total": t3 - t0, "sample": t1 - t0, "reward": t2 - t1, "prep": clock["prep"],
+                 "update": t3 - t2 - clock["prep"]}
+            )  # fmt: skip
+
+        return cycle, times
+
+    ours_cycle, t_ours = grpo_edu_cycles(True)
+    unshared_cycle, t_unshared = grpo_edu_cycles(False)
 
     class Alternate(transformers.TrainerCallback):
         def on_train_begin(self, args, state, control, **kw):
@@ -870,6 +876,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
                 }
             )
             ours_cycle()  # side by side: one grpo_edu cycle after each TRL cycle, outside TRL's clock
+            unshared_cycle()
             acc.update(sample=0.0, reward=0.0, prep=0.0, mark=time.perf_counter())
 
     trainer = make_trainer(
@@ -880,7 +887,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
     _timed(trainer, "_generate_and_score_completions", acc, "prep")
     with quiet():
         trainer.train()
-    return t_ours, t_trl
+    return {"grpo_edu": t_ours, "trl": t_trl, "grpo_edu_unshared": t_unshared}
 
 
 def bench_trl(
@@ -900,8 +907,10 @@ def bench_trl(
     reference policy by default).
 
     ``settings`` are (epochs, minibatches) pairs: (1, 1) is mu = 1, (2, 2) the course's
-    default. The two run side by side: after each TRL cycle (a trainer callback) one grpo_edu
-    cycle runs, outside TRL's clock; the first cycle of each is warm-up; each number is the
+    default. They run side by side: after each TRL cycle (a trainer callback) one grpo_edu
+    cycle runs, outside TRL's clock, then one of grpo_edu with ``share_prompts=False`` (every
+    row runs its own copy of the prompt, as TRL does: the ablation of the one design
+    difference that is not a knob); the first cycle of each is warm-up; each number is the
     median of ``repeats``. A cycle is split into ``sample`` (generation), ``reward`` (the
     same reward, ``task.token_scores``), ``prep`` (advantages and the no-grad log-probs of
     pi_ref and, in TRL with mu > 1, of pi_old; in TRL also the decoding of the completions
@@ -925,16 +934,16 @@ def bench_trl(
         rows = []
         for epochs, minibatches in settings:
             cfg = type(base)(**{**base.to_dict(), "epochs": epochs, "minibatches": minibatches})
-            t_ours, t_trl = _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed)
-            o, t = ({k: statistics.median(r[k] for r in runs[1:]) for k in runs[0]} for runs in (t_ours, t_trl))
+            runs = _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed)
+            med = {who: {k: statistics.median(r[k] for r in t[1:]) for k in t[0]} for who, t in runs.items()}
             rows.append(
                 {
                     "epochs": epochs,
                     "minibatches": minibatches,
-                    "grpo_edu": o,
-                    "trl": t,
-                    "ratio": o["total"] / t["total"],
-                    "cycles": len(t_trl) - 1,
+                    **med,
+                    "ratio": med["grpo_edu"]["total"] / med["trl"]["total"],
+                    "ratio_unshared": med["grpo_edu_unshared"]["total"] / med["trl"]["total"],
+                    "cycles": len(runs["trl"]) - 1,
                 }
             )
         return {
@@ -957,15 +966,16 @@ def format_bench_trl(result: dict) -> str:
         f"beta={r['beta']}), median of {r['settings'][0]['cycles']}, {r['threads']} thread(s); "
         f"trl {r['versions']['trl']}, transformers {r['versions']['transformers']}, "
         f"torch {r['versions']['torch']}",
-        f"{'setting':<23}{'cycle s':>9}{'sample':>9}{'reward':>9}{'prep':>9}{'update':>9}",
+        f"{'setting':<31}{'cycle s':>9}{'sample':>9}{'reward':>9}{'prep':>9}{'update':>9}",
     ]
     for row in r["settings"]:
         name = "mu=1" if row["epochs"] == row["minibatches"] == 1 else f"{row['epochs']} ep x {row['minibatches']} mb"
-        for who in ("grpo_edu", "trl"):
+        for who, label in (("grpo_edu", "grpo_edu"), ("grpo_edu_unshared", "grpo_edu unshared"), ("trl", "trl")):
             d = row[who]
             lines.append(
-                f"{name + ' ' + who:<23}"
+                f"{name + ' ' + label:<31}"
                 + "".join(f"{d[k]:>9.4f}" for k in ("total", "sample", "reward", "prep", "update"))
             )
-        lines.append(f"{name + ' grpo_edu / TRL':<23}{row['ratio']:>9.4f}")
+        lines.append(f"{name + ' grpo_edu / TRL':<31}{row['ratio']:>9.4f}")
+        lines.append(f"{name + ' grpo_edu unshared / TRL':<31}{row['ratio_unshared']:>9.4f}")
     return "\n".join(lines)

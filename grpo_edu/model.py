@@ -64,6 +64,13 @@ class KVCache:
     def layer_length(self, layer: int) -> int:
         return 0 if self.keys[layer] is None else self.keys[layer].shape[2]
 
+    def select_rows(self, index: torch.Tensor) -> "KVCache":
+        """Keep the rows ``index`` of every layer (rows may repeat: a prompt computed once
+        is shared by the ``G`` completions of its group). Differentiable."""
+        self.keys = [None if k is None else k.index_select(0, index) for k in self.keys]
+        self.values = [None if v is None else v.index_select(0, index) for v in self.values]
+        return self
+
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=2)
@@ -202,8 +209,11 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.head(self.trunk(idx)).squeeze(-1)
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        return self.head(self.trunk(idx, cache)).squeeze(-1)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_layers)
 
     @classmethod
     def from_policy(cls, policy: TinyGPT) -> "ValueModel":

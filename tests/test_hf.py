@@ -474,3 +474,19 @@ def test_end_to_end_parity_on_a_real_rollout(trl, ref_dir, task):
         g = dict(policy.named_parameters())[ours_name].grad
         h = theirs[their_name].grad
         assert (g - (h.T if transposed else h)).abs().max() <= 1e-6, ours_name
+
+
+def test_bench_trl_times_both_side_by_side(trl, task):
+    """The speed comparison runs end to end: every phase timed for grpo_edu (with and without
+    shared prompts) and TRL, and the table names each row."""
+    cfg = GRPOConfig(unbiased_std=True, group_size=4)
+    r = hf.bench_trl(_policy(), task, cfg, sequences_per_step=32, settings=((1, 1),), repeats=2)
+    (row,) = r["settings"]
+    assert row["cycles"] == 2 and r["group_size"] == 4 and r["threads"] == 1
+    for who in ("grpo_edu", "grpo_edu_unshared", "trl"):
+        d = row[who]
+        assert all(d[k] >= 0 for k in ("sample", "reward", "prep")) and d["total"] > 0, who
+        assert d["total"] >= d["sample"] + d["reward"] + d["prep"] - 1e-9, who
+    assert row["ratio"] == row["grpo_edu"]["total"] / row["trl"]["total"]
+    text = hf.format_bench_trl(r)
+    assert "mu=1 grpo_edu unshared / TRL" in text and "mu=1 trl" in text

@@ -208,6 +208,19 @@ def test_step_memory_breakdown_by_hand_and_ppo_above_grpo():
     assert rows[0]["params"] == P and rows[0]["ratio_analytic"] > 1
 
 
+def test_shared_prompts_cut_grpo_activations():
+    """G = 8 rows per prompt: the 7 prompt tokens run once per group instead of 8 times, so
+    the saved activations of a minibatch shrink (measured 0.45x with 4-token answers)."""
+    cfg = ModelConfig(vocab_size=17, d_model=32, n_layers=2, n_heads=2, max_seq_len=12)
+    on = D.step_memory("grpo", cfg, batch_size=128, include_rollout=False)
+    off = D.step_memory("grpo", cfg, batch_size=128, include_rollout=False, share_prompts=False)
+    assert on["breakdown"]["activations"] < 0.7 * off["breakdown"]["activations"], (on, off)
+    assert on["measured_peak_step"] < off["measured_peak_step"]
+    ppo = D.step_memory("ppo", cfg, batch_size=128, include_rollout=False, share_prompts=False)
+    # one prompt per row either way: the same graph but for PPO's per-token advantages ([b, T] instead of [b])
+    assert ppo["breakdown"]["activations"] == pytest.approx(off["breakdown"]["activations"], rel=1e-3)
+
+
 # ------------------------------------------------------------------- passes per step
 
 

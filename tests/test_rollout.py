@@ -3,7 +3,7 @@ import torch
 
 from envs import ArithmeticTask
 from grpo_edu.model import ValueModel
-from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs
+from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs, shared_prompts
 
 TASK = ArithmeticTask(digits=2)
 
@@ -58,6 +58,48 @@ def test_cached_generation_equals_uncached(reference):
     b = generate(reference, _prompts(16), generator=torch.Generator().manual_seed(2), use_cache=False, **kw)
     assert torch.equal(a.completion_ids, b.completion_ids)
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+
+
+def test_shared_prompt_generation_samples_the_same_tokens(reference):
+    kw = dict(group_size=8, max_new_tokens=4, tokenizer=TASK.tokenizer)
+    a = generate(reference, _prompts(16), generator=torch.Generator().manual_seed(3), **kw)
+    b = generate(reference, _prompts(16), generator=torch.Generator().manual_seed(3), share_prompts=False, **kw)
+    assert torch.equal(a.completion_ids, b.completion_ids) and torch.equal(a.mask, b.mask)
+    torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-6, rtol=0)
+
+
+def _grads(model, ro, share, weights):
+    model.zero_grad()
+    lp = sequence_logprobs(model, ro, share_prompts=share)
+    (lp * weights).sum().backward()
+    return lp.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("rows", ["all", "minibatch"])
+def test_shared_prompt_teacher_forcing_equals_the_full_forward(reference, rows):
+    """Each distinct prompt run once, its KV cache handed to its G rows: the same log-probs,
+    and the same gradient (it flows back through the shared prompt), up to float rounding."""
+    ro = generate(reference, _prompts(16), group_size=8, max_new_tokens=4, generator=torch.Generator().manual_seed(4))
+    if rows == "minibatch":  # a shuffled half, as a minibatch sees it: groups broken up
+        ro = ro.select(torch.randperm(ro.batch_size, generator=torch.Generator().manual_seed(0))[:64])
+    prompts, inverse = shared_prompts(ro)
+    assert prompts.shape[0] <= 16 and torch.equal(prompts[inverse], ro.prompt_ids)
+    weights = torch.randn(ro.mask.shape, generator=torch.Generator().manual_seed(5))
+    lp_full, g_full = _grads(reference, ro, False, weights)
+    lp_shared, g_shared = _grads(reference, ro, True, weights)
+    torch.testing.assert_close(lp_shared, lp_full, atol=1e-5, rtol=0)
+    for a, b in zip(g_shared, g_full, strict=True):  # relative to the gradient's norm: sums cancel
+        assert float((a - b).norm()) <= 1e-5 * float(b.norm()) + 1e-8
+    v = ValueModel.from_policy(reference)
+    torch.testing.assert_close(completion_values(v, ro), completion_values(v, ro, share_prompts=False))
+
+
+def test_nothing_shared_with_one_row_per_prompt(tiny_policy):
+    ro = generate(tiny_policy, _prompts(6), group_size=1, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
+    assert shared_prompts(ro) is None  # REINFORCE's 512 x 1: the plain forward, unchanged
+    one = generate(tiny_policy, _prompts(2), group_size=4, max_new_tokens=1, generator=torch.Generator().manual_seed(0))
+    assert one.completion_ids.shape[1] == 1  # T = 1: only the prompt's last position predicts
+    torch.testing.assert_close(sequence_logprobs(tiny_policy, one), one.logprobs, atol=1e-5, rtol=0)
 
 
 def test_same_seed_same_rollout(tiny_policy):

@@ -133,6 +133,7 @@ class Algorithm:
 
     name = "algorithm"
     Config = AlgorithmConfig
+    share_prompts = True  # teacher forcing runs each distinct prompt once (rollout.shared_prompts); same math
 
     def __init__(self, config=None, **overrides):
         if config is None:
@@ -193,7 +194,9 @@ class Algorithm:
         if cfg.mask_truncated_completions:
             mask = mask * (~rollout.truncated).float()[:, None]
         uses_reference = self.reference is not None and cfg.beta > 0 and cfg.kl_placement != "none"
-        ref_logp = sequence_logprobs(self.reference, rollout) if uses_reference else None  # pi_ref costs a forward
+        ref_logp = (
+            sequence_logprobs(self.reference, rollout, share_prompts=self.share_prompts) if uses_reference else None
+        )  # pi_ref costs a forward
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")
@@ -211,7 +214,9 @@ class Algorithm:
 
     def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
         """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
-        return sequence_logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
+        return sequence_logprobs(
+            self.policy, batch.rollout.select(idx), return_logits=True, share_prompts=self.share_prompts
+        )
 
     def finish_loss(self, per_token, batch: Batch, idx, logp, logits, stats: dict | None = None):
         """Per-token policy loss -> scalar: + beta * KL (kl_placement="loss"), aggregated

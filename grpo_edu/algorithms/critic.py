@@ -38,6 +38,8 @@ class CriticConfig(AlgorithmConfig):
 class Critic:
     """A `ValueModel` of the policy's size, its AdamW optimizer and its regression step."""
 
+    share_prompts = True  # run each distinct prompt once (rollout.shared_prompts); same math
+
     def __init__(
         self,
         policy,
@@ -60,11 +62,11 @@ class Critic:
     @torch.no_grad()
     def values(self, rollout) -> torch.Tensor:
         """``V(s_t)`` of every completion step, ``[B, T]``, no grad (a baseline is data)."""
-        return completion_values(self.model, rollout)
+        return completion_values(self.model, rollout, self.share_prompts)
 
     def step(self, rollout, returns, mask, old_values=None) -> float:
         """One AdamW step on ``L_V``; returns the loss (before the step)."""
-        values = completion_values(self.model, rollout)
+        values = completion_values(self.model, rollout, self.share_prompts)
         vloss = Fn.value_loss(
             values, returns, mask, old_values if self.value_clip is not None else None, self.value_clip
         )

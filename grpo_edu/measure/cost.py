@@ -20,17 +20,24 @@ from .memory import setup_algorithm
 
 
 def _count_passes(algo, counts: dict, phase: list) -> list:
-    """Hooks that count forward calls of each model, and backward passes (a hook on each
-    trained model's first parameter fires once per backward), under ``phase[0]``."""
+    """Hooks that count forward passes of each model, and backward passes (a hook on each
+    trained model's first parameter fires once per backward), under ``phase[0]``.
 
-    def bump(key):
+    In generation every call counts (one per decoded token). Outside it, a call that
+    continues a KV cache is the rest of the same pass (teacher forcing runs a shared
+    prompt, then the completions on its cache: one pass over prompt + completion)."""
+
+    def bump(key, args=()):
+        cache = args[1] if len(args) > 1 else None
+        if phase[0] != "generation" and cache is not None and cache.length > 0:
+            return
         counts[phase[0], key] = counts.get((phase[0], key), 0) + 1
 
     handles = []
     critic = algo.critic.model if algo.critic is not None else None
     for name, m in (("policy", algo.policy), ("reference", algo.reference), ("critic", critic)):
         if m is not None:
-            handles.append(m.register_forward_hook(lambda *_, k=f"{name}_forward": bump(k)))
+            handles.append(m.register_forward_pre_hook(lambda _, args, k=f"{name}_forward": bump(k, args)))
             p = next(m.parameters())
             if p.requires_grad:
                 handles.append(p.register_post_accumulate_grad_hook(lambda _, k=f"{name}_backward": bump(k)))

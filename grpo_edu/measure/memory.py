@@ -177,13 +177,19 @@ def _activation_bytes(algo, ro, scores) -> dict:
     return out
 
 
-def setup_algorithm(algorithm, policy, with_reference, seed):
-    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0)."""
+def setup_algorithm(algorithm, policy, with_reference, seed, share_prompts=True):
+    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0).
+    ``share_prompts=False``: every row runs its own copy of its prompt (policy, reference and
+    critic), as with one completion per prompt."""
     algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
     if with_reference is None:
         with_reference = algo.config.beta > 0 and algo.config.kl_placement != "none"
     reference = copy.deepcopy(policy) if with_reference else None
-    return algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
+    algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
+    algo.share_prompts = share_prompts
+    if algo.critic is not None:
+        algo.critic.share_prompts = share_prompts
+    return algo
 
 
 def step_memory(
@@ -195,13 +201,16 @@ def step_memory(
     device=None,
     seed=0,
     with_reference=None,
+    share_prompts=True,
 ) -> dict:
     """Peak memory of one full training step (rollout, then ``algorithm.update``), fp32.
 
     A RANDOM-init policy of ``model_config`` (default: the preset's; memory does not depend
     on training), synthetic prompts of the preset's task, the algorithm's default config,
     ``batch_size`` sequences. The reference is held only by algorithms that use it (beta > 0:
-    PPO, GRPO) unless ``with_reference`` says. One warm-up step (Adam m, v exist), then:
+    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: as training does, rows of a
+    group run their prompt once (GRPO's G > 1: fewer activations); False: every row runs its
+    own, so two algorithms differ only by their own state. One warm-up step (Adam m, v exist), then:
 
     MEASURED: "measured_peak_step" (during update(), rollout excluded) and
     "measured_peak_with_rollout" (None without ``include_rollout``) = "persistent" (bytes
@@ -220,7 +229,7 @@ def step_memory(
     device = torch.device(device or preset.device)
     torch.manual_seed(seed)
     policy = TinyGPT(cfg).to(device)
-    algo = setup_algorithm(algorithm_name, policy, with_reference, seed)
+    algo = setup_algorithm(algorithm_name, policy, with_reference, seed, share_prompts)
     G = algo.config.group_size
     if batch_size % G:
         raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")
@@ -269,9 +278,18 @@ def step_memory(
 
 
 def memory_sweep(
-    algorithms=("ppo", "grpo"), model_configs=None, batch_sizes=None, preset="cpu", device=None, seed=0, progress=True
+    algorithms=("ppo", "grpo"),
+    model_configs=None,
+    batch_sizes=None,
+    preset="cpu",
+    device=None,
+    seed=0,
+    progress=True,
+    share_prompts=False,
 ) -> list[dict]:
     """``step_memory`` (rollout excluded) over (model, batch) pairs, zipped (default ``SWEEP``).
+    ``share_prompts=False`` by default: every row runs its own prompt, so that PPO / GRPO
+    measures the critic alone (GRPO's shared prompts would halve its activations besides).
 
     One row per pair: "<algorithm>_measured" (MEASURED), "<algorithm>_analytic" (COMPUTED),
     "<algorithm>_activations", and "ratio_measured" / "ratio_analytic" = first algorithm /
@@ -285,7 +303,9 @@ def memory_sweep(
     for cfg, bs in progress_bar(list(zip(model_configs, batch_sizes, strict=True)), progress, "memory sweep"):
         row = {}
         for name in algorithms:
-            m = step_memory(name, cfg, preset=preset, batch_size=bs, include_rollout=False, device=device, seed=seed)
+            m = step_memory(
+                name, cfg, preset, bs, include_rollout=False, device=device, seed=seed, share_prompts=share_prompts
+            )
             row.update(
                 d_model=m["model"]["d_model"], n_layers=m["model"]["n_layers"], params=m["params"], batch_size=bs
             )

@@ -120,7 +120,8 @@ def memory_note(result: dict) -> str:
     total = sum(b.values())
     return (
         f"At this size activations dominate ({b['activations'] / total:.0%} of PPO's analytic step; REINFORCE and "
-        f"the baseline update on the whole batch, PPO and GRPO on minibatches), and the critic's parameters, "
+        f"the baseline update on the whole batch, PPO and GRPO on minibatches, and GRPO runs each prompt once for "
+        f"its G completions), and the critic's parameters, "
         f"gradients and Adam state are {critic / total:.1%} of it. When parameters dominate the ratio PPO/GRPO "
         f"tends to (16P + 4P + 16P) / (16P + 4P) = 1.8: grpo-edu bench --memory-sweep measures it."
     )
