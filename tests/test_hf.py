@@ -470,7 +470,7 @@ def test_end_to_end_parity_on_a_real_rollout(trl, ref_dir, task):
     trl_loss.backward()
     assert abs(float(loss.detach() - trl_loss.detach())) <= 1e-6
     theirs = dict(trainer.model.named_parameters())
-    for ours_name, their_name, transposed in hf._weight_pairs(policy.config.n_layers):
+    for ours_name, their_name, transposed in hf.export._weight_pairs(policy.config.n_layers):
         g = dict(policy.named_parameters())[ours_name].grad
         h = theirs[their_name].grad
         assert (g - (h.T if transposed else h)).abs().max() <= 1e-6, ours_name
