@@ -165,6 +165,48 @@ def check_improves(history, window: int, margin: float, what: str) -> tuple[floa
     return first, last
 
 
+def training_tests(algorithm, plugs, probe, what: str, docs: tuple[str, str], *, steps: int, window: int,
+                   margin: float, sequences: int, reproduce_steps: int, finite: str = "loss"):  # fmt: skip
+    """The two graded training tests every homework ends with, on the arithmetic task:
+
+        reproduces: the algorithm with the student's functions plugged in (``plugs(submission)``)
+                    repeats the library's run for ``reproduce_steps`` steps (same seed);
+        improves:   over ``steps`` steps its mean sampled reward rises by ``margin`` from the
+                    first ``window`` steps to the last, and ``finite`` stays finite.
+
+    ``algorithm()`` makes a fresh algorithm; ``probe(submission)`` calls the student's
+    functions once (an unimplemented one fails here); ``docs`` are the two tests' one-line
+    descriptions, as the grader prints them. The student's run is trained once per grading
+    session (``memo``). Returns ``(test_reproduces, test_improves)``: assign them to names
+    that start with ``test_`` in the autograder module.
+    """
+    import pytest
+
+    def student_run(submission, memo, task, reference, preset):
+        probe(submission)
+        if "student" not in memo:
+            memo["student"] = train_with(algorithm(), task=task, reference=reference, preset=preset, steps=steps,
+                                         sequences_per_step=sequences, plugs=plugs(submission))  # fmt: skip
+        return memo["student"]
+
+    @pytest.mark.graded(points=2)
+    def test_reproduces(submission, memo, task, reference, preset):
+        student = student_run(submission, memo, task, reference, preset)
+        library = train_with(algorithm(), task=task, reference=reference, preset=preset, steps=reproduce_steps,
+                             sequences_per_step=sequences)  # fmt: skip
+        check_same_history(student, library, f"{what} with your functions")
+
+    @pytest.mark.graded(points=2)
+    def test_improves(submission, memo, task, reference, preset):
+        student = student_run(submission, memo, task, reference, preset)
+        check_improves(student, window, margin, f"{what} with your functions ({steps} steps)")
+        name = "value loss" if finite == "value_loss" else "training loss"
+        assert all(math.isfinite(s[finite]) for s in student.steps), f"the {name} became NaN or inf"
+
+    test_reproduces.__doc__, test_improves.__doc__ = docs
+    return test_reproduces, test_improves
+
+
 # -- inputs shared by the autograders --------------------------------------------------
 def randn(*shape, seed=0, dtype=torch.float32):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)

@@ -82,7 +82,8 @@ def test_where_each_wins_by_hand():
 
 def test_kv_cache_is_faster(reference, task):
     g = generation_speed(reference, task, n_prompts=64, group_size=8, repeats=3)
-    assert g["speedup"] > 1.3, g  # measured 2.3-2.5x at 64 x 8 on the 2-vCPU machine
+    assert g["speedup"] > 1.3, g  # measured 2.3-2.7x at 64 x 8 on the 2-vCPU machine
+    assert g["share_speedup"] > 1.2, g  # each prompt once for its 8 rows: measured ~2x
 
 
 def test_best_learning_rate_picks_the_mean_best():

@@ -6,21 +6,17 @@ Each test calls the submission first (an unimplemented function fails the test w
 NotImplementedError), then compares it with grpo_edu.functional or trains with it.
 """
 
-import math
-
 import pytest
 import torch
 
 import grpo_edu.functional as Fn
 from course.autograde import (
     check_close,
-    check_improves,
     check_no_grad,
-    check_same_history,
     grad_of,
     randn,
     random_mask,
-    train_with,
+    training_tests,
 )
 from grpo_edu import make_algorithm, plug
 from grpo_edu.maze_pg import train_maze
@@ -143,27 +139,18 @@ def test_maze_training(submission):
     assert last <= first - 10, f"maze: expected episodes >= 10 steps shorter by the end, got {first:.1f} -> {last:.1f}"
 
 
-def _student_run(submission, memo, task, reference, preset):
-    if "student" not in memo:
-        memo["student"] = train_with(make_algorithm("reinforce"), task=task, reference=reference, preset=preset,
-                                     steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(submission))  # fmt: skip
-    return memo["student"]
-
-
-@pytest.mark.graded(points=2)
-def test_arithmetic_reproduces_library(submission, memo, task, reference, preset):
-    """arithmetic: REINFORCE with your functions plugged in reproduces the library's run"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    library = train_with(make_algorithm("reinforce"), task=task, reference=reference, preset=preset,
-                         steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
-    check_same_history(student, library, "REINFORCE with your functions")
-
-
-@pytest.mark.graded(points=2)
-def test_arithmetic_improves(submission, memo, task, reference, preset):
-    """arithmetic: with your functions, the sampled reward rises during training"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    check_improves(student, WINDOW, MARGIN, f"REINFORCE with your functions ({STEPS} steps)")
-    assert all(math.isfinite(s["loss"]) for s in student.steps), "the training loss became NaN or inf"
+test_arithmetic_reproduces_library, test_arithmetic_improves = training_tests(
+    lambda: make_algorithm("reinforce"),
+    _plugs,
+    _probe,
+    "REINFORCE",
+    (
+        "arithmetic: REINFORCE with your functions plugged in reproduces the library's run",
+        "arithmetic: with your functions, the sampled reward rises during training",
+    ),
+    steps=STEPS,
+    window=WINDOW,
+    margin=MARGIN,
+    sequences=SEQUENCES,
+    reproduce_steps=REPRODUCE_STEPS,
+)

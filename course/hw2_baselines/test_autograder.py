@@ -6,8 +6,6 @@ Each test calls the submission first (an unimplemented function fails the test w
 NotImplementedError), then compares it with grpo_edu or trains with it.
 """
 
-import math
-
 import pytest
 import torch
 
@@ -15,13 +13,11 @@ import grpo_edu.functional as Fn
 from course.autograde import (
     check_close,
     check_float,
-    check_improves,
     check_no_grad,
-    check_same_history,
     grad_of,
     randn,
     random_mask,
-    train_with,
+    training_tests,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -147,28 +143,19 @@ def _plugs(sub):
     return dict(masked_mean=sub.masked_mean, baseline_advantages=sub.baseline_advantages, value_loss=sub.value_loss)
 
 
-def _student_run(sub, memo, task, reference, preset):
-    if "student" not in memo:
-        algo = make_algorithm("baseline", baseline="critic")
-        memo["student"] = train_with(algo, task=task, reference=reference, preset=preset, steps=STEPS,
-                                     sequences_per_step=SEQUENCES, plugs=_plugs(sub))  # fmt: skip
-    return memo["student"]
-
-
-@pytest.mark.graded(points=2)
-def test_training_reproduces_library(submission, memo, task, reference, preset):
-    """arithmetic: REINFORCE with your critic baseline reproduces the library's run"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    library = train_with(make_algorithm("baseline", baseline="critic"), task=task, reference=reference,
-                         preset=preset, steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
-    check_same_history(student, library, "REINFORCE + critic baseline with your functions")
-
-
-@pytest.mark.graded(points=2)
-def test_training_improves(submission, memo, task, reference, preset):
-    """arithmetic: with your critic baseline, the sampled reward rises during training"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    check_improves(student, WINDOW, MARGIN, f"REINFORCE + critic baseline with your functions ({STEPS} steps)")
-    assert all(math.isfinite(s["value_loss"]) for s in student.steps), "the value loss became NaN or inf"
+test_training_reproduces_library, test_training_improves = training_tests(
+    lambda: make_algorithm("baseline", baseline="critic"),
+    _plugs,
+    _probe,
+    "REINFORCE + critic baseline",
+    (
+        "arithmetic: REINFORCE with your critic baseline reproduces the library's run",
+        "arithmetic: with your critic baseline, the sampled reward rises during training",
+    ),
+    steps=STEPS,
+    window=WINDOW,
+    margin=MARGIN,
+    sequences=SEQUENCES,
+    reproduce_steps=REPRODUCE_STEPS,
+    finite="value_loss",
+)

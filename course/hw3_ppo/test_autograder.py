@@ -6,8 +6,6 @@ Each test calls the submission first (an unimplemented function fails the test w
 NotImplementedError), then compares it with grpo_edu.functional or trains with it.
 """
 
-import math
-
 import pytest
 import torch
 
@@ -15,13 +13,11 @@ import grpo_edu.functional as Fn
 from course.autograde import (
     check_close,
     check_float,
-    check_improves,
     check_no_grad,
-    check_same_history,
     grad_of,
     randn,
     random_mask,
-    train_with,
+    training_tests,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -168,27 +164,18 @@ def _plugs(sub):
     return dict(gae=sub.gae, clipped_surrogate_loss=sub.clipped_surrogate_loss)
 
 
-def _student_run(sub, memo, task, reference, preset):
-    if "student" not in memo:
-        memo["student"] = train_with(make_algorithm("ppo"), task=task, reference=reference, preset=preset,
-                                     steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(sub))  # fmt: skip
-    return memo["student"]
-
-
-@pytest.mark.graded(points=2)
-def test_training_reproduces_library(submission, memo, task, reference, preset):
-    """arithmetic: PPO with your GAE and surrogate reproduces the library's run"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    library = train_with(make_algorithm("ppo"), task=task, reference=reference, preset=preset,
-                         steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
-    check_same_history(student, library, "PPO with your functions")
-
-
-@pytest.mark.graded(points=2)
-def test_training_improves(submission, memo, task, reference, preset):
-    """arithmetic: with your GAE and surrogate, PPO's sampled reward rises during training"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    check_improves(student, WINDOW, MARGIN, f"PPO with your functions ({STEPS} steps)")
-    assert all(math.isfinite(s["loss"]) for s in student.steps), "the training loss became NaN or inf"
+test_training_reproduces_library, test_training_improves = training_tests(
+    lambda: make_algorithm("ppo"),
+    _plugs,
+    _probe,
+    "PPO",
+    (
+        "arithmetic: PPO with your GAE and surrogate reproduces the library's run",
+        "arithmetic: with your GAE and surrogate, PPO's sampled reward rises during training",
+    ),
+    steps=STEPS,
+    window=WINDOW,
+    margin=MARGIN,
+    sequences=SEQUENCES,
+    reproduce_steps=REPRODUCE_STEPS,
+)

@@ -15,13 +15,11 @@ import grpo_edu.functional as Fn
 from course.autograde import (
     check_close,
     check_float,
-    check_improves,
     check_no_grad,
-    check_same_history,
     grad_of,
     randn,
     random_mask,
-    train_with,
+    training_tests,
 )  # fmt: skip
 from grpo_edu import make_algorithm
 
@@ -218,27 +216,18 @@ def _plugs(sub):
                 aggregate_loss=sub.aggregate_loss)  # fmt: skip
 
 
-def _student_run(sub, memo, task, reference, preset):
-    if "student" not in memo:
-        memo["student"] = train_with(make_algorithm("grpo", **CONFIG), task=task, reference=reference,
-                                     preset=preset, steps=STEPS, sequences_per_step=SEQUENCES, plugs=_plugs(sub))  # fmt: skip
-    return memo["student"]
-
-
-@pytest.mark.graded(points=2)
-def test_training_reproduces_library(submission, memo, task, reference, preset):
-    """arithmetic: GRPO with your functions reproduces the library's run"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    library = train_with(make_algorithm("grpo", **CONFIG), task=task, reference=reference, preset=preset,
-                         steps=REPRODUCE_STEPS, sequences_per_step=SEQUENCES)  # fmt: skip
-    check_same_history(student, library, "GRPO with your functions")
-
-
-@pytest.mark.graded(points=2)
-def test_training_improves(submission, memo, task, reference, preset):
-    """arithmetic: with your functions, GRPO's sampled reward rises during training"""
-    _probe(submission)
-    student = _student_run(submission, memo, task, reference, preset)
-    check_improves(student, WINDOW, MARGIN, f"GRPO with your functions ({STEPS} steps)")
-    assert all(math.isfinite(s["loss"]) for s in student.steps), "the training loss became NaN or inf"
+test_training_reproduces_library, test_training_improves = training_tests(
+    lambda: make_algorithm("grpo", **CONFIG),
+    _plugs,
+    _probe,
+    "GRPO",
+    (
+        "arithmetic: GRPO with your functions reproduces the library's run",
+        "arithmetic: with your functions, GRPO's sampled reward rises during training",
+    ),
+    steps=STEPS,
+    window=WINDOW,
+    margin=MARGIN,
+    sequences=SEQUENCES,
+    reproduce_steps=REPRODUCE_STEPS,
+)

@@ -177,8 +177,9 @@ def format_bench(b: dict) -> str:
     g = b["generation"]
     lines = [
         f"device: {b['device']}, torch {b['torch']}, {b['threads']} thread(s), preset {b['preset']}",
-        f"generation, {g['batch']} sequences: KV cache {g['cached_tokens_per_s']:,.0f} tok/s, "
-        f"recompute prefix {g['uncached_tokens_per_s']:,.0f} tok/s, speedup {g['speedup']:.2f}x",
+        f"generation, {g['batch']} sequences: recompute prefix {g['uncached_tokens_per_s']:,.0f} tok/s, "
+        f"KV cache {g['cached_tokens_per_s']:,.0f} tok/s ({g['speedup']:.2f}x), + each prompt once "
+        f"{g['shared_tokens_per_s']:,.0f} tok/s ({g['share_speedup']:.2f}x more)",
         f"{'method':<10} {'s/step':>7} {'gen s':>7} {'update s':>8} {'upd/step':>8} "
         f"{'fwd+bwd per update (policy/ref/critic)':>40} {'peak MB':>8} {'w/ rollout':>10}",
     ]
