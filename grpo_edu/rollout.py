@@ -218,8 +218,8 @@ def _teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = Tr
     share a prompt (GRPO: G completions per prompt) each distinct prompt is run once and
     its keys and values are handed to its rows' completions through a KV cache: the same
     numbers up to float rounding, and the gradient flows back through the shared prompt
-    (``tests/test_rollout.py`` checks both); it saves ``(G - 1) P / (P + T)`` of the
-    tokens, more than half with the cpu preset's P = 7, T = 4, G = 8.
+    (``tests/test_rollout.py`` checks both); it skips ``(G - 1) / G x P / (P + T)`` of the
+    positions, more than half with the cpu preset's P = 7, T = 4, G = 8.
     """
     P, T = rollout.prompt_length, rollout.completion_ids.shape[1]
     shared = shared_prompts(rollout) if share_prompts and hasattr(model, "new_cache") else None
