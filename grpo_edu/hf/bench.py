@@ -188,16 +188,16 @@ def format_bench_trl(result: dict) -> str:
         f"beta={r['beta']}), median of {r['settings'][0]['cycles']}, {r['threads']} thread(s); "
         f"trl {r['versions']['trl']}, transformers {r['versions']['transformers']}, "
         f"torch {r['versions']['torch']}",
-        f"{'setting':<31}{'cycle s':>9}{'sample':>9}{'reward':>9}{'prep':>9}{'update':>9}",
+        f"{'setting':<37}{'cycle s':>9}{'sample':>9}{'reward':>9}{'prep':>9}{'update':>9}",
     ]
     for row in r["settings"]:
         name = "mu=1" if row["epochs"] == row["minibatches"] == 1 else f"{row['epochs']} ep x {row['minibatches']} mb"
         for who, label in (("grpo_edu", "grpo_edu"), ("grpo_edu_unshared", "grpo_edu unshared"), ("trl", "trl")):
             d = row[who]
             lines.append(
-                f"{name + ' ' + label:<31}"
+                f"{name + ' ' + label:<37}"
                 + "".join(f"{d[k]:>9.4f}" for k in ("total", "sample", "reward", "prep", "update"))
             )
-        lines.append(f"{name + ' grpo_edu / TRL':<31}{row['ratio']:>9.4f}")
-        lines.append(f"{name + ' grpo_edu unshared / TRL':<31}{row['ratio_unshared']:>9.4f}")
+        lines.append(f"{name + ' grpo_edu / TRL':<37}{row['ratio']:>9.4f}")
+        lines.append(f"{name + ' grpo_edu unshared / TRL':<37}{row['ratio_unshared']:>9.4f}")
     return "\n".join(lines)
