@@ -277,6 +277,7 @@ def sample_batch(
     generator=None,
     temperature: float = 1.0,
     reward_kind: str = "outcome",
+    share_prompts: bool = True,
 ):
     """Sample ``n_prompts`` training problems, ``group_size`` completions each, and score them.
 
@@ -299,6 +300,7 @@ def sample_batch(
         temperature=temperature,
         generator=generator,
         tokenizer=task.tokenizer,
+        share_prompts=share_prompts,
     )
     rows = expand(problems, group_size)
     scores = task.token_scores(rows, ro.completion_ids, ro.mask, kind=reward_kind).to(ro.mask.device)

@@ -152,8 +152,9 @@ def train(
     )
 
     def sample():
+        cfg = algorithm.config
         return sample_batch(
-            policy, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
+            policy, task, seq_per_step // G, G, rng, generator, cfg.temperature, reward_kind, cfg.share_prompts
         )
 
     def evaluate_now(step, n_samples, t_train):

@@ -50,6 +50,26 @@ def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
     assert ("value_loss" in stats) == (algo.critic is not None) == (name in ("baseline", "ppo"))
 
 
+@pytest.mark.parametrize("name", ["grpo", "ppo"])
+def test_shared_prompts_change_no_number_of_an_update(name, task, tiny_policy):
+    """share_prompts (the default) runs each prompt once for its G rows, in the policy's,
+    the reference's and the critic's forward: one update on the same batch gives the same
+    statistics and the same weights, to float rounding, as every row running its own."""
+    ro, scores = _batch(task, tiny_policy, G=4)
+    scores[::2, 0] = 1.0
+    out = {}
+    for share in (True, False):
+        policy, ref = copy.deepcopy(tiny_policy), copy.deepcopy(tiny_policy)
+        algo = make_algorithm(name, group_size=4, share_prompts=share)
+        algo.setup(policy, ref, generator=torch.Generator().manual_seed(0))
+        out[share] = algo.update(ro, scores), [p.detach().clone() for p in policy.parameters()]
+    (on, w_on), (off, w_off) = out[True], out[False]
+    for k in ("loss", "grad_norm", "kl", "clip_ratio") + (("value_loss",) if name == "ppo" else ()):
+        assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
+    for a, b in zip(w_on, w_off, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
+
+
 def test_same_interface_one_line_differs(task, tiny_policy):
     """The advantage is where the rungs differ: hand-check each on one batch."""
     ro, scores = _batch(task, tiny_policy, n_prompts=2, G=4)
@@ -157,6 +177,7 @@ def test_update_before_setup_and_bad_shapes(task, tiny_policy):
         (GRPOConfig, dict(kl_estimator="k4"), "kl_estimator"),
         (GRPOConfig, dict(beta=-0.1), "beta"),
         (GRPOConfig, dict(epochs=0), "epochs"),
+        (GRPOConfig, dict(share_prompts="yes"), "share_prompts"),
     ],
 )
 def test_bad_config_values_are_named(cls, kwargs, match):

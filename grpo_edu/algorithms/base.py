@@ -66,6 +66,7 @@ class AlgorithmConfig:
     temperature: float = 1.0  # sampling temperature of the rollouts
     warmup_steps: int = 0  # linear learning-rate warmup over this many optimizer updates
     adam_betas: tuple = (0.9, 0.999)  # AdamW (beta1, beta2) (TRL adam_beta1, adam_beta2)
+    share_prompts: bool = True  # run each prompt once for its G rows (sampling, teacher forcing); same math
 
     def __post_init__(self):
         check_range(self, "lr", lo=0, lo_open=True)
@@ -79,6 +80,7 @@ class AlgorithmConfig:
         check_range(self, "kl_placement", choices={"reward", "loss", "none"})
         check_range(self, "kl_estimator", choices={None, "k1", "k2", "k3"})
         check_range(self, "loss_type", choices=set(LOSS_TYPES))
+        check_range(self, "share_prompts", choices={True, False})
         b = self.adam_betas
         if not (
             isinstance(b, (tuple, list)) and len(b) == 2 and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in b)
@@ -133,7 +135,6 @@ class Algorithm:
 
     name = "algorithm"
     Config = AlgorithmConfig
-    share_prompts = True  # teacher forcing runs each distinct prompt once (rollout.shared_prompts); same math
 
     def __init__(self, config=None, **overrides):
         if config is None:
@@ -195,7 +196,9 @@ class Algorithm:
             mask = mask * (~rollout.truncated).float()[:, None]
         uses_reference = self.reference is not None and cfg.beta > 0 and cfg.kl_placement != "none"
         ref_logp = (
-            sequence_logprobs(self.reference, rollout, share_prompts=self.share_prompts) if uses_reference else None
+            sequence_logprobs(self.reference, rollout, share_prompts=self.config.share_prompts)
+            if uses_reference
+            else None
         )  # pi_ref costs a forward
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
@@ -215,7 +218,7 @@ class Algorithm:
     def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
         """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
         return sequence_logprobs(
-            self.policy, batch.rollout.select(idx), return_logits=True, share_prompts=self.share_prompts
+            self.policy, batch.rollout.select(idx), return_logits=True, share_prompts=self.config.share_prompts
         )
 
     def finish_loss(self, per_token, batch: Batch, idx, logp, logits, stats: dict | None = None):

@@ -38,8 +38,6 @@ class CriticConfig(AlgorithmConfig):
 class Critic:
     """A `ValueModel` of the policy's size, its AdamW optimizer and its regression step."""
 
-    share_prompts = True  # run each distinct prompt once (rollout.shared_prompts); same math
-
     def __init__(
         self,
         policy,
@@ -47,6 +45,7 @@ class Critic:
         init: str = "policy",
         max_grad_norm: float = 1.0,
         value_clip: float | None = None,
+        share_prompts: bool = True,
     ):
         if init == "policy":
             self.model = ValueModel.from_policy(policy)
@@ -54,10 +53,13 @@ class Critic:
             self.model = ValueModel(policy.config).to(policy.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         self.max_grad_norm, self.value_clip = max_grad_norm, value_clip
+        self.share_prompts = share_prompts  # run each distinct prompt once (rollout.shared_prompts); same math
 
     @classmethod
     def from_config(cls, policy, config: CriticConfig) -> "Critic":
-        return cls(policy, config.critic_lr, config.critic_init, config.max_grad_norm, config.value_clip)
+        return cls(
+            policy, config.critic_lr, config.critic_init, config.max_grad_norm, config.value_clip, config.share_prompts
+        )
 
     @torch.no_grad()
     def values(self, rollout) -> torch.Tensor:

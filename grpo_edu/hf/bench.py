@@ -46,8 +46,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
     def grpo_edu_cycles(share: bool):
         """A function that runs and times one grpo_edu cycle; ``share``: run each prompt once
         (generation and teacher forcing), the library's default; False: the ablation."""
-        algo = make_algorithm("grpo", **cfg.to_dict())
-        algo.share_prompts = share
+        algo = make_algorithm("grpo", **{**cfg.to_dict(), "share_prompts": share})
         algo.setup(copy.deepcopy(policy), policy, generator=torch.Generator().manual_seed(seed + 1))
         gen, rng, clock, times = torch.Generator().manual_seed(seed), np.random.default_rng(seed), {"prep": 0.0}, []
         _timed(algo, "prepare", clock, "prep")

@@ -13,6 +13,7 @@ import copy
 import gc
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -182,14 +183,11 @@ def setup_algorithm(algorithm, policy, with_reference, seed, share_prompts=True)
     ``share_prompts=False``: every row runs its own copy of its prompt (policy, reference and
     critic), as with one completion per prompt."""
     algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
+    algo.config = replace(algo.config, share_prompts=share_prompts)
     if with_reference is None:
         with_reference = algo.config.beta > 0 and algo.config.kl_placement != "none"
     reference = copy.deepcopy(policy) if with_reference else None
-    algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
-    algo.share_prompts = share_prompts
-    if algo.critic is not None:
-        algo.critic.share_prompts = share_prompts
-    return algo
+    return algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
 
 
 def step_memory(
@@ -236,7 +234,7 @@ def step_memory(
     rng, gen = rngs(seed, device)
 
     def rollout():  # (rollout, scores) of batch_size sequences, as train() samples them
-        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen)  # noqa: E731
+        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen, share_prompts=share_prompts)  # noqa: E731
         return algo.collect(sample)[:2]
 
     algo.update(*rollout())  # warm-up: the optimizers' states now exist
