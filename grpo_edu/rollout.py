@@ -210,9 +210,10 @@ def shared_prompts(rollout: Rollout):
     return (prompts, inverse) if 2 * prompts.shape[0] <= rollout.batch_size else None
 
 
-def _teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
+def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
     """``model``'s output at positions ``P - 1 .. P + T - 2``, ``[B, T, ...]``: the
-    positions that predict (or value the state before) each completion token.
+    positions that predict (or value the state before) each completion token; for the
+    policy, the logits that predict completion token ``t`` sit at position ``P - 1 + t``.
 
     The plain way is one forward over ``prompt + completion`` for every row. When rows
     share a prompt (GRPO: G completions per prompt) each distinct prompt is run once and
@@ -234,15 +235,6 @@ def _teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = Tr
     return torch.cat([first, rest], dim=1)
 
 
-def completion_logits(model: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
-    """Teacher-forced logits that predict each completion token, ``[B, T, V]``.
-
-    One forward pass over ``prompt + completion``; position ``P - 1 + t`` predicts
-    completion token ``t`` (each distinct prompt computed once, see `_teacher_forced`).
-    """
-    return _teacher_forced(model, rollout, share_prompts)
-
-
 def sequence_logprobs(
     model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False, share_prompts=True
 ):
@@ -252,7 +244,7 @@ def sequence_logprobs(
     rollout was sampled at, so for the sampling model this equals ``rollout.logprobs``.
     """
     t = rollout.temperature if temperature is None else temperature
-    logits = completion_logits(model, rollout, share_prompts)
+    logits = teacher_forced(model, rollout, share_prompts)
     logp = Fn.token_logprobs(logits, rollout.completion_ids, temperature=t) * rollout.mask
     return (logp, logits) if return_logits else logp
 
@@ -260,7 +252,7 @@ def sequence_logprobs(
 def completion_values(critic: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
     """``V(s_t)`` for each completion step, ``[B, T]``: the state before token ``t`` is the
     prefix ending at position ``P - 1 + t``."""
-    return _teacher_forced(critic, rollout, share_prompts) * rollout.mask
+    return teacher_forced(critic, rollout, share_prompts) * rollout.mask
 
 
 def expand(problems: list, group_size: int) -> list:

@@ -195,11 +195,7 @@ class Algorithm:
         if cfg.mask_truncated_completions:
             mask = mask * (~rollout.truncated).float()[:, None]
         uses_reference = self.reference is not None and cfg.beta > 0 and cfg.kl_placement != "none"
-        ref_logp = (
-            sequence_logprobs(self.reference, rollout, share_prompts=self.config.share_prompts)
-            if uses_reference
-            else None
-        )  # pi_ref costs a forward
+        ref_logp = self.logprobs(self.reference, rollout) if uses_reference else None  # pi_ref costs a forward
         if cfg.beta > 0 and cfg.kl_placement == "reward":
             if ref_logp is None:
                 raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")
@@ -215,11 +211,13 @@ class Algorithm:
         batch.returns, batch.old_values, batch.stats = est.returns, est.old_values, dict(est.stats)
         return batch
 
+    def logprobs(self, model, rollout: Rollout, **kw):
+        """``sequence_logprobs`` under this config's ``share_prompts`` (each prompt run once)."""
+        return sequence_logprobs(model, rollout, share_prompts=self.config.share_prompts, **kw)
+
     def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
         """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
-        return sequence_logprobs(
-            self.policy, batch.rollout.select(idx), return_logits=True, share_prompts=self.config.share_prompts
-        )
+        return self.logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
 
     def finish_loss(self, per_token, batch: Batch, idx, logp, logits, stats: dict | None = None):
         """Per-token policy loss -> scalar: + beta * KL (kl_placement="loss"), aggregated

@@ -178,12 +178,13 @@ def _activation_bytes(algo, ro, scores) -> dict:
     return out
 
 
-def setup_algorithm(algorithm, policy, with_reference, seed, share_prompts=True):
+def setup_algorithm(algorithm, policy, with_reference, seed, share_prompts=None):
     """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0).
-    ``share_prompts=False``: every row runs its own copy of its prompt (policy, reference and
-    critic), as with one completion per prompt."""
+    ``share_prompts`` True/False overrides the config's (False: every row runs its own copy
+    of its prompt, as with one completion per prompt); None keeps it."""
     algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-    algo.config = replace(algo.config, share_prompts=share_prompts)
+    if share_prompts is not None:
+        algo.config = replace(algo.config, share_prompts=share_prompts)
     if with_reference is None:
         with_reference = algo.config.beta > 0 and algo.config.kl_placement != "none"
     reference = copy.deepcopy(policy) if with_reference else None
@@ -199,16 +200,16 @@ def step_memory(
     device=None,
     seed=0,
     with_reference=None,
-    share_prompts=True,
+    share_prompts=None,
 ) -> dict:
     """Peak memory of one full training step (rollout, then ``algorithm.update``), fp32.
 
     A RANDOM-init policy of ``model_config`` (default: the preset's; memory does not depend
     on training), synthetic prompts of the preset's task, the algorithm's default config,
     ``batch_size`` sequences. The reference is held only by algorithms that use it (beta > 0:
-    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: as training does, rows of a
-    group run their prompt once (GRPO's G > 1: fewer activations); False: every row runs its
-    own, so two algorithms differ only by their own state. One warm-up step (Adam m, v exist), then:
+    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: None, as the algorithm's config
+    says (default True: the rows of a group run their prompt once, fewer activations for
+    GRPO's G > 1); False: every row runs its own, so two algorithms differ only by their state. One warm-up step (Adam m, v exist), then:
 
     MEASURED: "measured_peak_step" (during update(), rollout excluded) and
     "measured_peak_with_rollout" (None without ``include_rollout``) = "persistent" (bytes
@@ -228,13 +229,13 @@ def step_memory(
     torch.manual_seed(seed)
     policy = TinyGPT(cfg).to(device)
     algo = setup_algorithm(algorithm_name, policy, with_reference, seed, share_prompts)
-    G = algo.config.group_size
+    G, shared = algo.config.group_size, algo.config.share_prompts
     if batch_size % G:
         raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")
     rng, gen = rngs(seed, device)
 
     def rollout():  # (rollout, scores) of batch_size sequences, as train() samples them
-        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen, share_prompts=share_prompts)  # noqa: E731
+        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen, share_prompts=shared)  # noqa: E731
         return algo.collect(sample)[:2]
 
     algo.update(*rollout())  # warm-up: the optimizers' states now exist
