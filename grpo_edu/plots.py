@@ -34,7 +34,11 @@ from .plotstyle import (
     X_LABELS,
     _new,
     _styled,
+    alt_text,
     color_for,
+    save,
+    set_alt,
+    show,
 )
 
 
@@ -281,8 +285,217 @@ def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
     return fig
 
 
+# ----------------------------------------------------------------- variants against the seed band
+
+
+@_styled
+def plot_variants_grid(default, variants: Mapping, x: str = "step", ncols: int = 4, reference: float | None = None,
+                       default_name: str = "default") -> Figure:  # fmt: skip
+    """Small multiples: one panel per variant, each against the same gray band of ``default``.
+
+    ``default``: a `History` or a list of them (several seeds: their min-max band and mean).
+    ``variants``: name -> History (one run) or list of Histories (a band of its own).
+    Each panel's title names the variant and its final accuracy; the figure's title says how
+    many runs each curve is (one run is one seed: read it against the gray band, not alone).
+    ``reference``: a dotted line at that accuracy (e.g. the reference policy's).
+    """
+    _check_x(x)
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+    runs = _runs(variants) if isinstance(variants, Mapping) else None
+    if not runs:
+        raise ValueError(f"variants must be a non-empty dict name -> History or [History], got {variants!r}")
+    (_, base), ncols = _runs({default_name: default})[0], min(ncols, len(runs))
+    nrows = -(-len(runs) // ncols)
+    fig, axes = _new(ncols, nrows, size=(3.1 * ncols, 2.5 * nrows + 0.6), sharex=True, sharey=True)
+
+    def curves(hs):
+        return [(np.array([e[x] for e in h.evals], float), h.eval_series("accuracy")) for h in hs]
+
+    lo, hi = min(h.final_accuracy for h in base), max(h.final_accuracy for h in base)
+    for ax, (name, hs) in zip(axes, runs, strict=False):
+        _band(ax, curves(base), default_name, "gray", lw=1.2)
+        _band(ax, curves(hs), name, PALETTE[5], marker="o", ms=2.5, lw=1.5)
+        if reference is not None:
+            ax.axhline(reference, color="gray", ls=":", lw=1)
+        final = float(np.mean([h.final_accuracy for h in hs]))
+        where = "inside" if lo <= final <= hi else ("above" if final > hi else "below")
+        ax.set_title(f"{name}\nfinal {final:.3f}: {where} the band", fontsize=9)
+        ax.set(xlabel=X_LABELS[x], ylabel="held-out accuracy")
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.tick_params(labelbottom=True, labelleft=True)
+    for ax in axes[len(runs) :]:
+        ax.set_visible(False)
+    sizes = sorted({len(hs) for _, hs in runs})
+    each = f"one run each ({', '.join(map(str, sizes))} seeds)" if sizes != [1] else "one run each (one seed)"
+    band = f"{len(base)} seeds, min-max" if len(base) > 1 else "one seed"
+    fig.suptitle(f"Each variant ({each}, orange) against the {default_name} (gray: {band}, {lo:.3f}-{hi:.3f} final)",
+                 fontsize=10)  # fmt: skip
+    return fig
+
+
+# ----------------------------------------------------------------- one batch, token by token
+
+TOKEN_VIEW = ("advantage", "ratio", "clipped", "entropy")  # what plot_token_view colours, in panel order
+
+
+def token_view_values(logp, old_logp, advantages, logits, mask, eps_low: float = 0.2,
+                      eps_high: float | None = None) -> dict:  # fmt: skip
+    """The four numbers of `plot_token_view` per completion token, from `grpo_edu.functional`:
+
+        advantage  A_{i,t}: the advantage of the token's completion (``advantages`` [B] or [B, T])
+        ratio      rho_{i,t} = pi_theta(a_t | s_t) / pi_old(a_t | s_t) = exp(logp - old_logp)
+        clipped    1.0 where `Fn.clipped_surrogate_loss` gives the token no gradient although
+                   A != 0 (rho outside [1 - eps_low, 1 + eps_high] on the side A pushes), else 0.0
+        entropy    H_t = `Fn.entropy(logits)` (nats), of pi_theta at the token's position
+
+    logp, old_logp, mask: [B, T]; logits: [B, T, V] of pi_theta. Returns name -> [B, T] float
+    tensors (detached), NaN where mask is 0.
+    """
+    import torch  # local: the figures above need neither torch nor the functional core
+
+    from . import functional as Fn
+
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be [B, T], got shape {list(logp.shape)}")
+    for name, t in (("old_logp", old_logp), ("mask", mask)):
+        if t.shape != logp.shape:
+            raise ValueError(f"{name} must have logp's shape {list(logp.shape)}, got {list(t.shape)}")
+    if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(logp.shape):
+        raise ValueError(f"logits must be [B, T, V] with [B, T] = {list(logp.shape)}, got {list(logits.shape)}")
+    if advantages.shape not in (logp.shape[:1], logp.shape):
+        raise ValueError(f"advantages must be [B] or [B, T] = {list(logp.shape)}, got {list(advantages.shape)}")
+    lp = logp.detach().double().requires_grad_(True)
+    adv = advantages.detach().double()
+    adv = (adv[:, None] if adv.dim() == 1 else adv).expand_as(lp)
+    loss, _ = Fn.clipped_surrogate_loss(lp, old_logp.detach().double(), adv, eps_low, eps_high, mask=mask)
+    (grad,) = torch.autograd.grad(loss.sum(), lp)  # d L_t / d log pi_t = -rho_t A_t, or 0 where clipped
+    values = {
+        "advantage": adv.detach(),
+        "ratio": torch.exp(lp.detach() - old_logp.detach().double()),
+        "clipped": ((grad == 0) & (adv != 0)).double(),
+        "entropy": Fn.entropy(logits.detach().double()),
+    }
+    off = mask.detach().to(torch.float64) == 0
+    return {k: v.masked_fill(off, float("nan")).float() for k, v in values.items()}
+
+
+def _safe_log(x):  # the ratio's colour scale: log, with no warning at 0 (the colour bar's edge)
+    return np.log(np.clip(x, 1e-12, None))
+
+
+def _token_strings(ids, vocab) -> list[list[str]]:
+    names = {"<eos>": "eos", "<pad>": "", "<bos>": "bos"}
+    return [[names.get(vocab[i], vocab[i]) for i in row] for row in ids]
+
+
+@_styled
+def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] = (0, 1, 2),
+                    rewards=None, eps_low: float = 0.2, eps_high: float | None = None) -> Figure:  # fmt: skip
+    """Every completion token of a few groups of one batch, written in its cell and coloured
+    by its advantage, its ratio rho, whether it was clipped, and its entropy (one panel each,
+    with a colour bar; white cells are padding).
+
+    ``rollout``: the batch (`Rollout`: completion_ids, mask, prompt_ids, group_size);
+    ``values``: `token_view_values` of it (name -> [B, T]); ``tokenizer``: to write the tokens;
+    ``groups``: which groups (prompts) to show; ``rewards``: optional [B] rewards, written
+    beside each row. The ratio's colour bar marks the clip range [1 - eps_low, 1 + eps_high].
+    """
+    import matplotlib as mpl  # colour maps and norms only; no pyplot
+
+    from .plotstyle import _np
+
+    ids, mask, G = rollout.completion_ids, _np(rollout.mask), int(rollout.group_size)
+    B, T = mask.shape
+    missing = [k for k in TOKEN_VIEW if k not in values]
+    if missing:
+        raise ValueError(f"values must hold {TOKEN_VIEW} (from token_view_values), missing {missing}")
+    for k in TOKEN_VIEW:
+        if tuple(np.shape(_np(values[k]))) != (B, T):
+            raise ValueError(
+                f"values[{k!r}] must be [B, T] = {[B, T]} like the rollout, got {list(np.shape(values[k]))}"
+            )
+    groups = [groups] if isinstance(groups, int) else list(groups)
+    n_groups = B // G
+    if not groups or any(isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < n_groups
+                         for g in groups):  # fmt: skip
+        raise ValueError(f"groups must be group indices in [0, {n_groups}), got {groups!r}")
+    rows = np.concatenate([np.arange(g * G, (g + 1) * G) for g in groups])
+    keep = mask[rows].any(0)
+    t_max = int(np.flatnonzero(keep).max()) + 1 if keep.any() else 1
+    tokens = _token_strings(ids[rows, :t_max].tolist(), tokenizer.vocab)
+    eps_high = eps_low if eps_high is None else eps_high
+    r = None if rewards is None else _np(rewards).ravel()
+    if r is not None and len(r) != B:
+        raise ValueError(f"rewards must have one value per row of the rollout ({B}), got {len(r)}")
+
+    panels = {
+        "advantage": ("advantage $A_i$", "RdBu", None),
+        "ratio": ("ratio $\\rho_t = \\pi_\\theta / \\pi_{old}$", "PuOr_r", None),
+        "clipped": ("clipped (no gradient)", mpl.colors.ListedColormap(["#f0f0f0", "#D55E00"]), (0.0, 1.0)),
+        "entropy": ("entropy $H_t$ (nats)", "viridis", None),
+    }
+    width = 0.42 * t_max + 1.1
+    fig = Figure(figsize=(4 * width + 2.4, 0.24 * len(rows) + 1.9), layout="constrained")
+    axes = fig.subplots(1, 4, sharey=True)
+    for ax, key in zip(axes, TOKEN_VIEW, strict=True):
+        title, cmap, lim = panels[key]
+        data = _np(values[key])[rows, :t_max]
+        finite = data[np.isfinite(data)]
+        if key == "advantage":
+            m = max(float(np.abs(finite).max()) if finite.size else 1.0, 1e-6)
+            norm = mpl.colors.Normalize(-m, m)
+        elif key == "ratio":  # a log scale centred at rho = 1: rho and 1/rho get the same shade
+            edges = np.log([1.0 - eps_low, 1.0 + eps_high])
+            m = 1.05 * max(float(np.abs(np.log(finite)).max()) if finite.size else 0.0, *np.abs(edges))
+            norm = mpl.colors.FuncNorm((_safe_log, np.exp), vmin=float(np.exp(-m)), vmax=float(np.exp(m)))
+        elif lim is not None:
+            norm = mpl.colors.Normalize(*lim)
+        else:
+            norm = mpl.colors.Normalize(0.0, max(float(finite.max()) if finite.size else 1.0, 1e-6))
+        cmap = mpl.colormaps[cmap] if isinstance(cmap, str) else cmap
+        cmap = cmap.with_extremes(bad="white")
+        im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        for i, row in enumerate(tokens):
+            for t, s in enumerate(row):
+                v = data[i, t]
+                if not np.isfinite(v):
+                    continue
+                rgba = cmap(norm(v))
+                dark = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] < 0.5
+                ax.text(t, i, s, ha="center", va="center", fontsize=7 if len(s) > 1 else 9,
+                        color="white" if dark else "black")  # fmt: skip
+        for k in range(1, len(groups)):
+            ax.axhline(k * G - 0.5, color="black", lw=1.2)
+        ax.set_xticks(range(t_max), [str(t + 1) for t in range(t_max)])
+        ax.set(title=title, xlabel="completion token $t$")
+        ax.grid(False)
+        bar = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02, aspect=30)
+        if key == "clipped":
+            bar.set_ticks([0.25, 0.75], labels=["no", "yes"])
+        if key == "ratio":
+            ticks = [v for v in (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 10.0) if norm.vmin <= v <= norm.vmax]
+            bar.set_ticks(ticks, labels=[f"{v:g}" for v in ticks])
+            for edge in (1.0 - eps_low, 1.0 + eps_high):
+                bar.ax.axhline(edge, color="black", lw=1.2)
+            bar.set_label("log scale; black lines: the clip range", fontsize=8)
+    prompts = [tokenizer.decode(p) for p in rollout.prompt_ids[rows].tolist()]
+    labels = []
+    for i, row in enumerate(rows):
+        head = f"{prompts[i]}  " if i % G == 0 else ""
+        tail = f"  r={r[row]:g}" if r is not None else ""
+        labels.append(f"{head}#{i % G}{tail}")
+    axes[0].set_yticks(range(len(rows)), labels, fontsize=8)
+    axes[0].set_ylabel("completion (group's prompt at its first row)")
+    fig.suptitle(f"One batch, token by token: {len(groups)} groups of G = {G} completions "
+                 f"(clip range [{1 - eps_low:g}, {1 + eps_high:g}])")  # fmt: skip
+    return fig
+
+
 __all__ = [
     "ALGO_COLORS", "MB", "MEMORY_COLORS", "MEMORY_PARTS", "METRIC_LABELS", "PALETTE", "STYLE", "X_LABELS",
+    "alt_text", "save", "set_alt", "show",
     "clipped_objective", "color_for", "plot_clip_function", "plot_group_advantages", "plot_kl_estimators",
     "plot_learning_curves", "plot_maze", "plot_memory", "plot_memory_ratio", "plot_metrics", "plot_variance",
+    "TOKEN_VIEW", "plot_token_view", "plot_variants_grid", "token_view_values",
 ]  # fmt: skip

@@ -7,6 +7,7 @@ equations) both import from here; neither imports the other's internals.
 from __future__ import annotations
 
 import functools
+import sys
 
 import matplotlib as mpl
 import numpy as np
@@ -76,3 +77,70 @@ def _np(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().float().numpy()
     return np.asarray(x, dtype=float)
+
+
+# ------------------------------------------------------------------------ alt text
+_ALT = "_grpo_edu_alt"  # the attribute of a Figure that holds its alt text
+
+
+def set_alt(fig: Figure, text: str) -> Figure:
+    """Attach ``text`` to ``fig`` as its alt text (a sentence saying what the figure shows,
+    for a reader who cannot see it) and return ``fig``. Every figure of `grpo_edu.plots`
+    carries one; `show` displays it, `save` writes it into the PNG."""
+    text = " ".join(str(text).split())
+    if not text:
+        raise ValueError("alt text must not be empty: say what the figure shows")
+    setattr(fig, _ALT, text)
+    return fig
+
+
+def alt_text(fig: Figure) -> str | None:
+    """The alt text `set_alt` attached to ``fig`` (None if none)."""
+    return getattr(fig, _ALT, None)
+
+
+def show(fig: Figure, alt: str | None = None) -> None:
+    """Display ``fig`` in a notebook with alt text, then close it.
+
+    ``alt``: what the figure shows, in words, for a reader who cannot see it (default: the
+    text the plotting function attached, see `set_alt`); keep measured numbers out of it
+    (the notebooks' checks compare it between runs). The output holds the PNG with the
+    text in its metadata (``{"image/png": {"alt": ...}}``), the same image as an HTML
+    ``<img alt="...">`` (what nbconvert's HTML export and JupyterLab show) and the text as
+    plain text. End a cell with ``show(fig, alt="...")`` rather than with ``fig``: a bare
+    figure has no alt text. Returns None, so the figure is shown once.
+    """
+    import base64
+    import html
+
+    from IPython.core.pylabtools import print_figure  # the renderer of %matplotlib inline
+    from IPython.display import display
+
+    text = alt if alt is not None else alt_text(fig)
+    if text is None or not str(text).strip():
+        raise ValueError("alt: say what the figure shows (this figure has no alt text attached)")
+    text = alt_text(set_alt(fig, text))
+    png = base64.b64encode(print_figure(fig, "png")).decode("ascii")
+    bundle = {
+        "image/png": png,
+        "text/html": f'<img src="data:image/png;base64,{png}" alt="{html.escape(text)}">',
+        "text/plain": f"[figure] {text}",
+    }
+    display(bundle, raw=True, metadata={"image/png": {"alt": text}})
+    close(fig)
+
+
+def save(fig: Figure, path, alt: str | None = None, dpi: int = 120) -> None:
+    """``fig.savefig(path)`` with its alt text (``alt`` or the attached one) written into the
+    PNG as its "Description" (a tEXt chunk image viewers and screen readers can read), then close it."""
+    text = alt if alt is not None else alt_text(fig)
+    metadata = {"Description": " ".join(text.split())} if text else None
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=metadata)
+    close(fig)
+
+
+def close(fig: Figure) -> None:
+    """Release ``fig``: pyplot's registry forgets it if pyplot made it (a `Figure` built
+    without pyplot, as every figure here is, needs nothing)."""
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close(fig)
