@@ -34,7 +34,11 @@ from .plotstyle import (
     X_LABELS,
     _new,
     _styled,
+    alt_text,
     color_for,
+    save,
+    set_alt,
+    show,
 )
 
 
@@ -490,6 +494,7 @@ def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] =
 
 __all__ = [
     "ALGO_COLORS", "MB", "MEMORY_COLORS", "MEMORY_PARTS", "METRIC_LABELS", "PALETTE", "STYLE", "X_LABELS",
+    "alt_text", "save", "set_alt", "show",
     "clipped_objective", "color_for", "plot_clip_function", "plot_group_advantages", "plot_kl_estimators",
     "plot_learning_curves", "plot_maze", "plot_memory", "plot_memory_ratio", "plot_metrics", "plot_variance",
     "TOKEN_VIEW", "plot_token_view", "plot_variants_grid", "token_view_values",
