@@ -1,0 +1,293 @@
+"""Sphinx extension of the course site: plain-text docstrings -> math, code names -> links.
+
+The library's docstrings are written to be read in a terminal (``help(Fn.gae)``): equations
+in plain text (``G_t = sum_{k>=0} gamma^k r_{t+k}``), displays as indented blocks. On the
+site they should read as math, without rewriting them in LaTeX in the source. Two hooks:
+
+- ``autodoc-process-docstring``: an indented block whose every line is an equation becomes
+  a typeset display (an aligned ``.. math::``); any other indented block becomes a literal
+  block (as it reads in the terminal); an inline literal that is an equation becomes
+  ``:math:``; ``|`` outside literals is escaped (``|o_i|`` is not a substitution).
+- a transform on every page (README, handouts, notebooks, API pages): an inline literal that
+  names a notebook (``notebooks/04_grpo.ipynb``) or a library object (``Fn.group_advantages``,
+  ``grpo_edu.functional.gae``, ``grpo_edu.train``) becomes a cross-reference. With
+  ``nitpicky`` and ``-W`` a name that does not resolve fails the build: a README or notebook
+  that names a function the library no longer has is caught.
+
+The translation (``to_latex``) is deliberately small: the notation of the course (greek
+letters by name, ``x_t`` subscripts, ``sum_t``, ``log``, ``pi_theta``); an expression it
+does not recognise as math stays a literal, as written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.transforms import SphinxTransform
+
+GREEK = {
+    "alpha", "beta", "gamma", "delta", "epsilon", "eps", "zeta", "eta", "theta", "kappa",
+    "lambda", "lam", "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "phi", "chi", "psi",
+    "omega", "Delta", "Gamma", "Sigma", "Pi", "Phi", "Omega",
+}  # fmt: skip
+GREEK_TEX = {"eps": r"\epsilon", "lam": r"\lambda", "epsilon": r"\epsilon"}
+OPERATORS = {
+    "log": r"\log", "exp": r"\exp", "min": r"\min", "max": r"\max", "sum": r"\sum",
+    "clip": r"\operatorname{clip}", "clamp": r"\operatorname{clamp}", "mean": r"\operatorname{mean}",
+    "std": r"\operatorname{std}", "KL": r"\mathrm{KL}", "softmax": r"\operatorname{softmax}",
+    "log_softmax": r"\operatorname{log\_softmax}", "E": r"\mathbb{E}", "grad": r"\nabla",
+    "masked_mean": r"\operatorname{masked\_mean}", "if": r"\ \text{if}\ ", "else": r"\ \text{else}\ ",
+}  # fmt: skip
+SUBSCRIPT_WORDS = {"ref", "old", "low", "high", "clip", "new", "min", "max"}
+
+_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))*|\d+(?:\.\d+)?|<-|>=|<=|!=|\|\||.")
+_SHAPE = re.compile(r"^\[[A-Z](, ?[A-Z])*\]$")
+_CODE = re.compile(r"[\"'`]|\w=\w|\w\.\w|\.\(|^\.|\bNone\b|\bTrue\b|\bFalse\b|==|\bimport\b|\bfor\b|\bwith\b|@|#")
+_MATH_SIGNAL = re.compile(
+    r"(?<![\w.])[A-Za-z]_[A-Za-z0-9{]|\bsum_|\^| = | <- |>=|<=|\|\||\b(" + "|".join(sorted(GREEK)) + r")\b"
+)
+_LABEL = re.compile(r'^(?P<label>(?:"[^"]*"|[A-Za-z]\w*)(?:\s+\([^)]*\))?):\s+(?P<rest>.*)$')
+
+
+def looks_like_math(text: str) -> bool:
+    """True for an expression in the course's plain-text notation, False for code or words."""
+    s = text.strip()
+    if not s or _SHAPE.match(s) or _CODE.search(s) or len(s) > 160:
+        return False
+    if not _MATH_SIGNAL.search(s):
+        return False
+    # words that are not symbols of the notation mean prose: "the", "fraction with"...
+    words = re.findall(r"(?<![\w\\])[a-z]{4,}\b", s)
+    known = GREEK | set(OPERATORS) | {"decay", "value", "constant", "max_length", "masked", "softmax"}
+    return all(w in known for w in words)
+
+
+def _ident(tok: str) -> str:
+    base, _, sub = tok.partition("_")
+    if tok in OPERATORS:
+        return OPERATORS[tok]
+    if base in GREEK:
+        head = GREEK_TEX.get(base, "\\" + base)
+    elif base in {"sum", "mean", "std", "E", "min", "max"} and (len(sub) <= 2 or sub.startswith("{")):
+        head = OPERATORS[base]  # sum_t, mean_g, E_pi: an index under the operator
+    elif len(base) == 1:
+        head = base
+    elif re.fullmatch(r"[A-Za-z]\d+", base) and not sub:
+        return base[0] + "_{" + base[1:] + "}"  # k1 -> k_1
+    else:
+        return r"\mathrm{" + tok.replace("_", r"\_") + "}"
+    if not sub:
+        return head
+    if sub.startswith("{") and sub.endswith("}"):
+        return head + "_{" + to_latex(sub[1:-1]) + "}"
+    if "_" in sub:  # pi_theta_old and the like: keep it readable as a name
+        return r"\mathrm{" + tok.replace("_", r"\_") + "}"
+    if sub in GREEK:
+        return head + "_{" + GREEK_TEX.get(sub, "\\" + sub) + "}"
+    if sub in SUBSCRIPT_WORDS or len(sub) > 3:
+        return head + r"_{\text{" + sub + "}}"
+    return head + "_{" + sub + "}"
+
+
+def to_latex(expr: str) -> str:
+    """Translate one expression of the plain-text notation to LaTeX."""
+    out: list[str] = []
+    tokens = _TOKEN.findall(expr)
+    bars = 0
+    for i, tok in enumerate(tokens):
+        if tok.isspace():
+            out.append(" ")
+        elif tok == "*":
+            out.append(r"\,")
+        elif tok in {">=", "<=", "!=", "<-"}:
+            out.append({">=": r"\ge ", "<=": r"\le ", "!=": r"\ne ", "<-": r"\leftarrow "}[tok])
+        elif tok == "||":
+            out.append(r"\,\|\,")
+        elif tok == "|":
+            # |o_i| (a length) when the bar closes within the next few tokens on a name; else "given"
+            nxt = "".join(tokens[i + 1 : i + 3])
+            if bars % 2 == 1 or re.fullmatch(r"[A-Za-z]\w*\|", nxt):
+                out.append("|")
+                bars += 1
+            else:
+                out.append(r"\mid ")
+        elif tok == "~":
+            out.append(r"\sim ")
+        elif tok in "{}%&#$":
+            out.append("\\" + tok)
+        elif tok[0].isalpha():
+            out.append(_ident(tok))
+        else:
+            out.append(tok)
+    return "".join(out).strip()
+
+
+def _equation_line(line: str) -> str | None:
+    """One line of an indented display -> an aligned LaTeX row, or None if it is not math."""
+    s = re.sub(r"\s{2,}([=:])", r" \1", line.strip())  # alignment spaces before "=" or ":"
+    label = ""
+    m = _LABEL.match(s)
+    if m:
+        label, s = m.group("label"), m.group("rest")
+    parts = re.split(r"\s{3,}", s, maxsplit=1)
+    eq, note = parts[0].strip(), (parts[1].strip() if len(parts) > 1 else "")
+    if not looks_like_math(eq):
+        return None
+    tex = to_latex(eq)
+    lhs, eqsign, rhs = tex.partition("=")
+    row = (lhs + "&=" + rhs) if eqsign else ("&" + tex)
+    if label:
+        row = r"\text{" + _text(label) + r"}\quad " + row
+    if note:
+        row += r"\qquad\text{" + _text(note) + "}"
+    return row
+
+
+def _text(s: str) -> str:
+    return re.sub(r"([_%&#${}])", r"\\\1", s)
+
+
+_INLINE_LITERAL = re.compile(r"``([^`]+)``")
+_RST_START = re.compile(r"^(\.\. |[-*+] |\d+[.)] |:\w[^:]*:|[A-Z][A-Za-z ]*:\s*$)")
+
+
+def _inline(line: str) -> str:
+    """Inline literals that are equations -> :math:; a bare | outside literals escaped."""
+    parts = re.split(r"(``[^`]+``|`[^`]+`)", line)
+    for k, part in enumerate(parts):
+        if part.startswith("``") and part.endswith("``"):
+            inner = part[2:-2]
+            if looks_like_math(inner):
+                parts[k] = r":math:`" + to_latex(inner).replace("`", "") + "`"
+        elif not part.startswith("`"):
+            part = re.sub(r"(?<!\\)\|", r"\\|", part)  # |o_i| is a length, not a substitution
+            parts[k] = re.sub(r"(?<![\w*\\])\*(?![\w*])", r"\\*", part)  # a lone * (w * L_t) is not emphasis
+    return "".join(parts)
+
+
+def convert_docstring(lines: list[str]) -> list[str]:
+    """The plain-text docstring (already dedented) -> reStructuredText, in place of ``lines``."""
+    out: list[str] = []
+    i, n = 0, len(lines)
+    prev = ""  # the last non-blank line at indent 0
+    while i < n:
+        line = lines[i]
+        if line.strip() and line[0] == " " and prev and not _RST_START.match(prev) and not prev.endswith("::"):
+            j = i
+            while j < n and (not lines[j].strip() or lines[j][0] == " "):
+                j += 1
+            while j > i and not lines[j - 1].strip():
+                j -= 1
+            block = lines[i:j]
+            rows = [_equation_line(b) for b in block if b.strip()]
+            if out and out[-1].strip():
+                out.append("")
+            if all(r is not None for r in rows):
+                out += [".. math::", "   :nowrap:", "", r"   \[\begin{aligned}"]
+                out += ["   " + r + (r" \\" if k < len(rows) - 1 else "") for k, r in enumerate(rows)]
+                out += [r"   \end{aligned}\]", ""]
+            else:
+                out += ["::", ""] + block + [""]
+            i = j
+            continue
+        if line.strip() and line[0] != " ":
+            if re.match(r"[-*+] ", line) and out and out[-1].strip() and not re.match(r"[-*+] ", prev):
+                out.append("")  # a list right after a paragraph: reST needs the blank line
+            prev = line
+            # an RST-aware docstring already says what its indented blocks are
+            if prev.endswith("::") or _RST_START.match(prev):
+                verbatim = prev.endswith("::") or prev.startswith(".. ")
+                out.append(line if verbatim else _inline(line))
+                i += 1
+                while i < n and (not lines[i].strip() or lines[i][0] == " "):
+                    out.append(lines[i] if verbatim else _inline(lines[i]))
+                    i += 1
+                continue
+        out.append(_inline(line) if not line.startswith(" ") else line)
+        i += 1
+    return out
+
+
+def _process_docstring(app, what, name, obj, options, lines):
+    converted = convert_docstring(list(lines))
+    if what in ("attribute", "data") and converted and ":" in converted[0]:
+        # napoleon reads "text: more" on an attribute's first line as "type: description"; an
+        # escaped line end (renders as nothing) takes that first line's place
+        converted.insert(0, "\\")
+    lines[:] = converted
+
+
+# ---------------------------------------------------------------- code names -> links
+
+_NOTEBOOK = re.compile(r"^(?:notebooks/)?(\d\d_[\w-]+)\.ipynb$")
+_PYNAME = re.compile(r"^(Fn|F|grpo_edu|envs)((?:\.[A-Za-z_]\w*)+)(\(\))?$")
+
+
+def canonical_name(dotted: str) -> str:
+    """``grpo_edu.train`` (re-exported) -> ``grpo_edu.train.train``, where the API pages document it.
+
+    A name that does not import is returned as it is, so that its reference fails.
+    """
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[k:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return dotted
+        if inspect.ismodule(obj):
+            return obj.__name__
+        module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        if module and qualname and "<" not in qualname:
+            return f"{module}.{qualname}"
+        return dotted
+    return dotted
+
+
+class CodeNamesToLinks(SphinxTransform):
+    """``notebooks/NN_x.ipynb`` and ``Fn.name`` / ``grpo_edu.x.y`` literals -> checked references."""
+
+    default_priority = 5  # before Sphinx resolves pending references
+
+    def apply(self, **kwargs) -> None:
+        for lit in list(self.document.findall(nodes.literal)):
+            if isinstance(lit.parent, (nodes.reference, addnodes.pending_xref, nodes.literal_block)):
+                continue
+            if "xref" in lit.get("classes", []):
+                continue
+            text = lit.astext()
+            m = _NOTEBOOK.match(text)
+            if m:
+                target, domain, reftype = "/notebooks/" + m.group(1), "std", "doc"
+            else:
+                m = _PYNAME.match(text)
+                if not m:
+                    continue
+                head, rest = m.group(1), m.group(2)
+                module = "grpo_edu.functional" if head in ("Fn", "F") else head
+                target, domain, reftype = canonical_name(module + rest), "py", "obj"
+            xref = addnodes.pending_xref(
+                "",
+                refdomain=domain,
+                reftype=reftype,
+                reftarget=target,
+                refexplicit=True,
+                refwarn=True,
+                refdoc=self.env.docname,
+            )
+            xref += nodes.literal(text, text, classes=["xref"])
+            lit.replace_self(xref)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _process_docstring, priority=400)  # before napoleon (500)
+    app.add_transform(CodeNamesToLinks)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
