@@ -1,0 +1,400 @@
+"""TRL's GRPOTrainer on several processes: the exported course policy trained on N CPU ranks (gloo).
+
+    res = launch(nproc=2, steps=3)            # python, or: grpo-edu trl-launch --nproc 2 --steps 3
+
+spawns, with the environment variable that keeps accelerate on the CPU,
+
+    ACCELERATE_USE_CPU=1 python -m torch.distributed.run --standalone --nproc_per_node=2 \\
+        -m grpo_edu.hf.launch worker --out OUT --expect 2
+
+and checks that the run really had ``nproc`` ranks. ``accelerate launch --cpu --num_processes 2``
+does not: accelerate sends every ``--cpu`` launch to its one-process launcher (measured with
+accelerate 1.15.0: WORLD_SIZE 1, ``DistributedType.NO``, no warning). `launch` with
+``launcher="accelerate-cpu"`` runs that line and raises `WorldSizeError` saying so.
+
+What is sharded (TRL's GRPOTrainer, DDP): one step's ``sequences_per_step`` completions are split
+in contiguous blocks, ``sequences_per_step / nproc`` rows per rank (a group of G rows may straddle
+two ranks); every rank samples and scores its own rows, the rewards are *gathered* from all ranks
+before the group mean and std, so the advantages are those of one process; each rank computes its
+loss on its rows and DDP averages the gradients. What each ``loss_type`` then divides by, and so
+whether N ranks give one rank's update, is measured in ``tests/test_hf_distributed.py``
+(`injected_update`) and explained in notebook 06: grpo, dr_grpo and dapo do, bnpo does not.
+
+Each rank writes ``rank{r}.json`` (world size, rank, accelerate's view of the run, the prompts and
+rewards of its first step, its loss and a checksum of every parameter after each optimizer step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from ._common import _require, quiet
+
+MODULE = "grpo_edu.hf.launch"
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+"""TRL loss types whose N-rank update `injected_update` compares with one rank's."""
+
+
+class WorldSizeError(RuntimeError):
+    """The launcher started another number of processes than asked for."""
+
+
+def torchrun_command(nproc: int, worker_args=()) -> list[str]:
+    """The launch line that gives ``nproc`` real ranks on the CPU (with ``ACCELERATE_USE_CPU=1``)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", MODULE, "worker", *worker_args]  # fmt: skip
+
+
+def _accelerate_cpu_command(nproc: int, worker_args=()) -> list[str]:
+    """The line that looks right and starts ONE process (kept to show the failure)."""
+    return [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", str(nproc),
+            "-m", MODULE, "worker", *worker_args]  # fmt: skip
+
+
+LAUNCHERS = {"torchrun": torchrun_command, "accelerate-cpu": _accelerate_cpu_command}
+
+
+def check_world(ranks: list[dict], nproc: int) -> None:
+    """Raise `WorldSizeError` unless ``ranks`` (one record per process) are ranks 0..nproc-1 of a
+    world of ``nproc``."""
+    seen = sorted(r["rank"] for r in ranks)
+    worlds = sorted({r["world_size"] for r in ranks})
+    if seen == list(range(nproc)) and worlds == [nproc]:
+        return
+    line = "ACCELERATE_USE_CPU=1 python " + " ".join(torchrun_command(nproc, ["..."])[1:])
+    raise WorldSizeError(
+        f"asked for {nproc} processes, the launcher started {len(ranks)} (world size {worlds or '?'}, ranks {seen}): "
+        "`accelerate launch --cpu --num_processes N` runs one process whatever N is; "
+        f"launch with torchrun instead: {line}"
+    )
+
+
+def _check_positive(**values):
+    for name, v in values.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+
+
+def launch(
+    nproc: int = 2,
+    steps: int = 3,
+    out=None,
+    policy=None,
+    preset="cpu",
+    sequences_per_step: int = 64,
+    seed: int = 0,
+    parity: tuple = (),
+    launcher: str = "torchrun",
+    timeout: float = 600,
+    progress: bool = False,
+) -> dict:
+    """Train ``policy`` (default: the preset's SFT reference) with TRL's GRPOTrainer for ``steps``
+    generations of ``sequences_per_step`` completions (all ranks together) on ``nproc`` CPU
+    processes, with the course's GRPO defaults (`grpo_edu.algorithms.GRPOConfig` with
+    ``unbiased_std=True``). ``parity``: TRL loss types for which each rank then also runs
+    `injected_update`. Returns ``{"nproc", "command", "seconds", "ranks": [rank0, ...]}`` (also in
+    ``out/summary.json``); `WorldSizeError` if the launcher did not start ``nproc`` ranks, and a
+    RuntimeError with the workers' output if they fail. ``progress``: the workers' output (a
+    progress bar on rank 0) goes to this terminal instead of being captured."""
+    _check_positive(nproc=nproc, steps=steps, sequences_per_step=sequences_per_step)
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher must be one of {sorted(LAUNCHERS)}, got {launcher!r}")
+    unknown = set(parity) - set(LOSS_TYPES)
+    if unknown:
+        raise ValueError(f"parity: unknown loss types {sorted(unknown)}; choose from {LOSS_TYPES}")
+    from ..algorithms import GRPOConfig
+    from ..presets import get_preset
+
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    G, mb = GRPOConfig().group_size, GRPOConfig().minibatches
+    if sequences_per_step % G or sequences_per_step % (nproc * mb):
+        raise ValueError(
+            f"sequences_per_step={sequences_per_step} must be a multiple of group_size ({G}) and of "
+            f"nproc x minibatches ({nproc} x {mb})"
+        )
+    if policy is None:
+        from ..reference import reference_policy
+
+        policy = reference_policy(preset, progress=progress)
+    out = Path(out or tempfile.mkdtemp(prefix="grpo-edu-launch-"))
+    out.mkdir(parents=True, exist_ok=True)
+    for old in [*out.glob("rank*.json"), *out.glob("rank*.err")]:
+        old.unlink()
+    from .export import to_hf
+
+    with quiet():
+        to_hf(policy.cpu(), out / "model")
+    job = {"task": preset.task, "steps": steps, "sequences_per_step": sequences_per_step,
+           "seed": seed, "parity": list(parity), "progress": progress}  # fmt: skip
+    (out / "job.json").write_text(json.dumps(job))
+    cmd = LAUNCHERS[launcher](nproc, ["--out", str(out), "--expect", str(nproc)])
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [_root(), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        run = subprocess.run(cmd, env=env, timeout=timeout, text=True, capture_output=not progress)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{' '.join(cmd)} ran past {timeout} s") from exc
+    seconds = time.perf_counter() - t0
+    ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+    if run.returncode and all(r["world_size"] == nproc for r in ranks):  # a crash, not a wrong world
+        errors = [p.read_text() for p in sorted(out.glob("rank*.err"))]
+        tail = "\n".join(errors) or ((run.stdout or "") + (run.stderr or ""))[-4000:]
+        raise RuntimeError(f"{' '.join(cmd)} failed (exit {run.returncode}):\n{tail}")
+    check_world(ranks, nproc)
+    shown = "ACCELERATE_USE_CPU=1 python " + " ".join(cmd[1:])
+    res = {"nproc": nproc, "command": shown, "seconds": seconds, "ranks": ranks}
+    (out / "summary.json").write_text(json.dumps(res, indent=1))
+    res["out"] = str(out)
+    return res
+
+
+def _root() -> str:
+    """The folder that holds grpo_edu/ and envs/, for the workers' import path."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def format_launch(res: dict) -> str:
+    """A text report of `launch`: per rank its world, prompts and losses, and the parameter checksums."""
+    lines = [f"{res['nproc']} ranks, {res['seconds']:.1f} s wall: {res['command']}"]
+    for r in res["ranks"]:
+        losses = ", ".join(f"{s['loss']:.4f}" for s in r["steps"])
+        lines.append(f"rank {r['rank']}/{r['world_size']} ({r['distributed_type']}, {r['backend']}): "
+                     f"{r['rows_per_step']} rows per step, first prompts {r['prompts'][:3]}, losses {losses}")  # fmt: skip
+    shas = {r["rank"]: r["steps"][-1]["param_sha256"][:12] for r in res["ranks"]}
+    same = len(set(shas.values())) == 1
+    lines.append(
+        f"parameters after the last step: sha256 {shas} -> {'identical' if same else 'DIFFERENT'} on all ranks"
+    )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------- the worker
+
+
+def _param_digest(model) -> tuple[str, float]:
+    flat = torch.cat([p.detach().float().flatten().cpu() for p in model.parameters()])
+    return hashlib.sha256(flat.numpy().tobytes()).hexdigest(), float(flat.double().norm())
+
+
+def _trainer(model_dir, task, cfg, sequences_per_step: int, max_steps: int, seed: int, rollout_func=None):
+    """A GRPOTrainer for the exported model in ``model_dir`` whose generation batch is
+    ``sequences_per_step`` rows over all ranks (per rank: that / world / minibatches)."""
+    trl, transformers = _require("trl"), _require("transformers")
+    from .data import reward_fn, task_dataset
+    from .export import head_bias_classes, hf_tokenizer
+    from .knobs import trl_config
+
+    head_bias_classes()  # registers the head-bias GPT-2, in case the policy has one
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    args = trl_config(cfg, sequences_per_step=sequences_per_step, max_steps=max_steps, seed=seed,
+                      max_completion_length=task.max_answer_length)  # fmt: skip
+    # trl_config sizes one process; N ranks each hold sequences_per_step / N of the generation batch
+    args = replace(args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches),
+                   generation_batch_size=None)  # fmt: skip
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    model.config._name_or_path = str(model_dir)  # TRL builds pi_ref (beta > 0) from here
+    n_prompts = -(-max_steps // (cfg.epochs * cfg.minibatches)) * sequences_per_step // cfg.group_size
+    trainer = trl.GRPOTrainer(model=model, processing_class=hf_tokenizer(), reward_funcs=reward_fn(task),
+                              train_dataset=task_dataset(task, n_prompts, seed), args=args,
+                              rollout_func=rollout_func)  # fmt: skip
+    trainer.remove_callback(transformers.PrinterCallback)
+    return trainer
+
+
+def fixed_completion(task, problem, row: int) -> list[int]:
+    """The completion injected at global row ``row`` of a generation batch: right (reward 1) when
+    ``row % 3 == 0``, else a wrong digit and EOS, or 1 to 4 wrong digits without EOS (the length
+    grows with ``row``), so rewards vary within every group of 4 and the two halves of a batch
+    of 12 (two ranks' rows) hold different numbers of tokens."""
+    tok = task.tokenizer
+    answer = tok.encode(problem.answer, add_eos=True)
+    if row % 3 == 0:
+        return answer
+    wrong = tok.encode(str((int(problem.answer[0]) + 1 + row % 9) % 10))  # never the right first digit
+    if row % 3 == 1:
+        return wrong + [tok.eos_id]
+    return (wrong * task.max_answer_length)[: 1 + (row // 3) % task.max_answer_length]
+
+
+def injected_update(model_dir, task, loss_type: str, rows: int = 12, group_size: int = 4, seed: int = 0,
+                    shards: int = 0) -> dict:  # fmt: skip
+    """One TRL update (``trainer.train()``, one optimizer step) on fixed completions: TRL's
+    generation is replaced by ``rollout_func`` (TRL's hook for custom generation), which writes
+    `fixed_completion` for each global row of the generation batch of ``rows`` completions, so
+    one rank and N ranks see the same completions. Returns this rank's gradient (after DDP's
+    average, before the optimizer step), its loss and token count, the advantages of its rows and
+    the global rows it held. ``shards`` (one process only): also TRL's ``_compute_loss`` gradient
+    on each of ``shards`` contiguous blocks of the prepared batch, what each of that many ranks
+    would compute alone before DDP averages them."""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    transformers = _require("transformers")
+    from ..algorithms import GRPOConfig
+    from .data import _problem_from_prompt
+
+    ours = {"grpo": "grpo", "bnpo": "token_mean", "dr_grpo": "dr_grpo", "dapo": "token_mean"}[loss_type]
+    cfg = GRPOConfig(unbiased_std=True, group_size=group_size, epochs=1, minibatches=1, beta=0.0,
+                     max_grad_norm=1e9, loss_type=ours, max_length=task.max_answer_length)  # fmt: skip
+    rec: dict = {"loss": [], "tokens": []}
+
+    def rollout(prompts, trainer):
+        rank, n = trainer.accelerator.process_index, len(prompts)
+        problems = [_problem_from_prompt(task, p) for p in prompts]
+        rec["rows"] = list(range(rank * n, (rank + 1) * n))
+        return {"prompt_ids": [task.tokenizer.encode(p.prompt, add_bos=True) for p in problems],
+                "completion_ids": [fixed_completion(task, p, j) for p, j in zip(problems, rec["rows"])],
+                "logprobs": None}  # fmt: skip
+
+    with quiet():
+        trainer = _trainer(model_dir, task, cfg, rows, max_steps=1, seed=seed, rollout_func=rollout)
+        trainer.loss_type = trainer.args.loss_type = loss_type  # TRL's own name, "dapo" included
+    initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    score, compute = trainer._generate_and_score_completions, trainer.compute_loss
+
+    def scored(batch):
+        rec["inputs"] = score(batch)  # before TRL shuffles the rows
+        return rec["inputs"]
+
+    def loss_of(model, inputs, *a, **k):
+        loss = compute(model, inputs, *a, **k)
+        rec["loss"].append(float(loss.detach()))
+        rec["tokens"].append(int(inputs["completion_mask"].sum()))
+        return loss
+
+    class Grad(transformers.TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, **kw):
+            rec["grad"] = torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()])
+
+    trainer._generate_and_score_completions, trainer.compute_loss = scored, loss_of
+    trainer.add_callback(Grad())
+    with quiet():
+        trainer.train()
+    acc = trainer.accelerator
+    res = {"loss_type": loss_type, "world_size": acc.num_processes, "rank": acc.process_index, "rows": rec["rows"],
+           "grad": rec["grad"], "loss": rec["loss"][0], "tokens": rec["tokens"][0],
+           "advantages": rec["inputs"]["advantages"].detach().clone()}  # fmt: skip
+    if shards:
+        res["shard_grads"] = _shard_grads(trainer, initial, rec["inputs"], shards)
+    return res
+
+
+def _shard_grads(trainer, initial: dict, inputs: dict, shards: int) -> list[torch.Tensor]:
+    """TRL's ``_compute_loss`` gradient on each contiguous block of rows of ``inputs``, at the
+    parameters before the update (one process: there is no DDP average to do it for us)."""
+    if trainer.accelerator.num_processes != 1:
+        raise ValueError("shards: only in one process (N ranks compute their own blocks)")
+    trainer.model.load_state_dict(initial)
+    trainer.model.train()
+    n = inputs["completion_ids"].shape[0]
+    if n % shards:
+        raise ValueError(f"shards={shards} must divide the {n} rows")
+    grads = []
+    for s in range(shards):
+        rows = slice(s * n // shards, (s + 1) * n // shards)
+        part = {k: v[rows] if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v for k, v in inputs.items()}
+        trainer.model.zero_grad()
+        trainer._compute_loss(trainer.model, part).backward()
+        grads.append(torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()]))
+    return grads
+
+
+def worker(out, expect: int | None = None) -> None:
+    """One rank of `launch`: train as ``out/job.json`` says, write ``out/rank{r}.json``."""
+    out = Path(out)
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    info = {"world_size": world, "rank": rank, "steps": [], "distributed_type": "?", "backend": "?"}
+    if expect is not None and world != expect:  # fail before the slow imports, and say why
+        (out / f"rank{rank}.json").write_text(json.dumps(info))
+        raise SystemExit(f"{MODULE} worker: asked for {expect} processes, this one sees WORLD_SIZE={world}")
+    torch.set_num_threads(1)
+    job = json.loads((out / "job.json").read_text())
+    transformers = _require("transformers")
+    from envs import ArithmeticTask
+
+    from ..algorithms import GRPOConfig
+
+    task = ArithmeticTask(**job["task"])
+    cfg = GRPOConfig(unbiased_std=True)
+    per_cycle = cfg.epochs * cfg.minibatches
+    with quiet():
+        trainer = _trainer(out / "model", task, cfg, job["sequences_per_step"], job["steps"] * per_cycle, job["seed"])
+    acc = trainer.accelerator
+    info.update(world_size=acc.num_processes, rank=acc.process_index, distributed_type=str(acc.distributed_type),
+                backend=str(acc.state.backend), rows_per_step=job["sequences_per_step"] // acc.num_processes)  # fmt: skip
+    reward = trainer.reward_funcs[0]
+
+    def recorded(prompts, completions, **kw):
+        scores = reward(prompts, completions, **kw)
+        if "prompts" not in info:
+            info["prompts"], info["rewards"] = [p.removeprefix("<bos>") for p in prompts], scores
+        return scores
+
+    trainer.reward_funcs[0] = recorded
+    losses: list[float] = []
+    compute = trainer.compute_loss
+    trainer.compute_loss = lambda *a, **k: losses.append(float((loss := compute(*a, **k)).detach())) or loss
+    bar = {}
+
+    class Record(transformers.TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            sha, norm = _param_digest(trainer.model)
+            info["steps"].append(
+                {"step": state.global_step, "loss": losses[-1], "param_sha256": sha, "param_norm": norm}
+            )
+            if "bar" in bar:
+                bar["bar"].update(1)
+
+    trainer.add_callback(Record())
+    if job["progress"] and rank == 0:
+        from tqdm.auto import tqdm
+
+        bar["bar"] = tqdm(total=job["steps"] * per_cycle, desc=f"TRL GRPO, {world} ranks", leave=False)
+    t0 = time.perf_counter()
+    with quiet():
+        trainer.train()
+    info["train_seconds"] = time.perf_counter() - t0
+    info["initial_param_sha256"] = _param_digest(transformers.AutoModelForCausalLM.from_pretrained(out / "model"))[0]
+    for loss_type in job["parity"]:
+        r = injected_update(out / "model", task, loss_type, seed=job["seed"])
+        torch.save(r, out / f"parity_{loss_type}_rank{rank}.pt")
+    (out / f"rank{rank}.json").write_text(json.dumps(info))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("worker", help="one rank (started by torchrun)")
+    w.add_argument("--out", required=True, help="the folder launch() prepared (job.json, model/)")
+    w.add_argument("--expect", type=int, default=None, help="fail unless WORLD_SIZE is this")
+    r = sub.add_parser("run", help="launch the ranks and report")
+    r.add_argument("--nproc", type=int, default=2)
+    r.add_argument("--steps", type=int, default=3)
+    r.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if args.cmd == "worker":
+        try:
+            worker(args.out, args.expect)
+        except Exception:  # the launcher shows it: torchrun's own report hides the traceback
+            import traceback
+
+            Path(args.out, f"rank{os.environ.get('RANK', '0')}.err").write_text(traceback.format_exc())
+            raise
+    else:
+        print(format_launch(launch(nproc=args.nproc, steps=args.steps, out=args.out, progress=True)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
