@@ -122,16 +122,27 @@ def seed_shift() -> int:
 def get_preset(name: str = "auto", device: str | None = None, **overrides) -> Preset:
     """``"cpu"``, ``"gpu"`` or ``"auto"`` (gpu when CUDA is available, else cpu).
 
-    ``device`` overrides the preset's device (e.g. the cpu preset on a GPU); keyword
-    ``overrides`` replace fields (``get_preset("cpu", steps=50)``). The preset's ``seed``
-    (and its SFT seed) is ``$GRPO_EDU_SEED_SHIFT``, 0 by default.
+    ``"gpu"`` on a machine without CUDA is a ``ValueError`` (it would train the big sizes on
+    the CPU for hours); ``get_preset("gpu", device="cpu")`` asks for exactly that (the tests
+    run one step of it). ``device`` overrides the preset's device (e.g. the cpu preset on a
+    GPU); keyword ``overrides`` replace fields (``get_preset("cpu", steps=50)``). The
+    preset's ``seed`` (and its SFT seed) is ``$GRPO_EDU_SEED_SHIFT``, 0 by default.
     """
+    cuda = torch.cuda.is_available()
     if name == "auto":
-        name = "gpu" if torch.cuda.is_available() else "cpu"
+        name = "gpu" if cuda else "cpu"
     if name not in _SIZES:
         raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)} or 'auto'")
     if device is None:
-        device = "cuda" if name == "gpu" and torch.cuda.is_available() else "cpu"
+        if name == "gpu" and not cuda:
+            raise ValueError(
+                "the gpu preset needs CUDA, which is not available on this machine: use the 'cpu' "
+                "preset (or 'auto', which picks it here), or get_preset('gpu', device='cpu') to run "
+                "the gpu sizes on the CPU anyway"
+            )
+        device = "cuda" if name == "gpu" else "cpu"
+    elif str(device).startswith("cuda") and not cuda:
+        raise ValueError(f"device={device!r}, but CUDA is not available on this machine: use device='cpu'")
     preset = _build(name, device, seed_shift())
     unknown = set(overrides) - set(preset.__dataclass_fields__)
     if unknown:
