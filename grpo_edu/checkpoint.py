@@ -3,10 +3,47 @@
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
+
+
+class NotWritableError(OSError):
+    """A place results were to be written to cannot be written; the message is one line that
+    names the path, what set it (a flag, an environment variable) and what to do."""
+
+
+def ensure_writable(path, what: str, fix: str = "", file: bool = False) -> Path:
+    """Check, before any time is spent, that ``path`` (a folder, created if missing; with
+    ``file=True`` a file, whose folder is created) can be written. Raises `NotWritableError`
+    with one line: ``cannot write to <path> (<what>): <why>; <fix>``."""
+    path = Path(path).expanduser()
+    folder = path.parent if file else path
+
+    def fail(why):
+        raise NotWritableError(f"cannot write to {path} ({what}): {why}" + (f"; {fix}" if fix else "")) from None
+
+    if file and path.is_dir():
+        fail("it is a folder, not a file")
+    above = next((q for q in (folder, *folder.parents) if q.exists()), None)
+    if above is not None and not above.is_dir():
+        fail(f"{above} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"the folder cannot be created ({exc.strerror or exc})")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".grpo-edu-write-check.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        fail(f"no file can be created in {'its folder' if file else 'it'} ({exc.strerror or exc})")
+    if file and path.exists() and not os.access(path, os.W_OK):
+        fail("the file is read-only")
+    return path
 
 
 def save_checkpoint(path, state: dict) -> Path:
@@ -29,36 +66,71 @@ def save_checkpoint(path, state: dict) -> Path:
     return path
 
 
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint. ``reason`` says why in a user's words, in one
+    line ("the file is empty", "it is not a PyTorch checkpoint", "it was written by another
+    version of grpo-edu", ...); the message is ``"<path> is not a usable grpo-edu checkpoint:
+    <reason>"``; torch's own error, if any, is chained as ``__cause__``."""
+
+    def __init__(self, path, reason: str, message: str | None = None):
+        self.path, self.reason = str(path), reason
+        super().__init__(message or f"{path} is not a usable grpo-edu checkpoint: {reason}")
+
+
+def _unreadable_reason(path: Path, exc: Exception) -> str:
+    """Why ``torch.load`` failed, from the file's first bytes rather than torch's text."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if head == b"PK\x03\x04":  # torch.save writes a zip archive
+        if isinstance(exc, pickle.UnpicklingError):
+            return "it holds Python objects besides tensors and plain data, which a safe load (weights_only) refuses"
+        return f"it is a damaged or truncated PyTorch file ({size:,} bytes)"
+    if head[:1] == b"\x80":  # a pickle (protocol 2 or later): torch's legacy format or plain pickle
+        return "it is a Python pickle that a safe load (weights_only) refuses, not a grpo-edu checkpoint"
+    return f"it is not a PyTorch checkpoint (neither a torch zip archive nor a pickle; {size:,} bytes)"
+
+
 def load_checkpoint(path, expected_config: dict | None = None) -> dict:
     """Load a checkpoint with ``weights_only=True`` (no arbitrary code runs).
 
-    If ``expected_config`` is given, the checkpoint's ``"config"`` must equal it; otherwise
-    a ``ValueError`` names the fields that differ.
+    A file that cannot be used raises a `CheckpointError` (a ``ValueError``) whose
+    ``reason`` says what is wrong: empty, not a PyTorch checkpoint, damaged, not a grpo-edu
+    checkpoint, or, when ``expected_config`` is given and the stored ``"config"`` differs,
+    written by another version of grpo-edu (its ``"format"`` differs) or made with another
+    config (the fields that differ are named).
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols before failing
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # corrupt file, or something that is not a plain checkpoint
-        raise ValueError(f"{path} is not a readable grpo-edu checkpoint: {exc}") from exc
+        raise CheckpointError(path, _unreadable_reason(path, exc)) from exc
     if not isinstance(state, dict) or "state_dict" not in state:
-        raise ValueError(f"{path} is not a grpo-edu checkpoint (no 'state_dict' entry)")
+        raise CheckpointError(path, "it is a PyTorch file but not a grpo-edu checkpoint (no 'state_dict' entry)")
     if expected_config is not None:
         got = state.get("config")
         if got != expected_config:
-            diff = sorted(
-                k for k in set(expected_config) | set(got or {}) if (got or {}).get(k) != expected_config.get(k)
-            )
-            raise ValueError(
-                f"checkpoint {path} was made with another config (fields that differ: {diff}); "
-                "retrain it or pass the matching config"
-            )
+            got = got if isinstance(got, dict) else {}
+            if "format" in got and got["format"] != expected_config.get("format"):
+                raise CheckpointError(
+                    path,
+                    f"it was written by another version of grpo-edu (checkpoint format {got['format']}, "
+                    f"this version reads format {expected_config.get('format')})",
+                )
+            diff = sorted(k for k in set(expected_config) | set(got) if got.get(k) != expected_config.get(k))
+            raise CheckpointError(path, f"it was made with another config (fields that differ: {diff})")
     return state
 
 
 def load_state_dict_checked(model: torch.nn.Module, state_dict: dict, source="checkpoint"):
-    """``model.load_state_dict`` with a clear error when the shapes or keys do not match."""
+    """``model.load_state_dict`` with a clear error when the shapes or keys do not match (a
+    `CheckpointError` whose reason names the first few missing, unexpected and misshapen keys)."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(own))
@@ -68,8 +140,13 @@ def load_state_dict_checked(model: torch.nn.Module, state_dict: dict, source="ch
         if tuple(own[k].shape) != tuple(state_dict[k].shape)
     )
     if missing or unexpected or wrong:
-        raise ValueError(
-            f"{source} does not fit this model: missing {missing[:5]}, unexpected "
-            f"{unexpected[:5]}, wrong shapes {wrong[:5]}"
+        parts = [(missing, "missing keys"), (unexpected, "unexpected keys"), (wrong, "wrong shapes")]
+        what = "; ".join(
+            f"{name} {keys[:3]}" + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+            for keys, name in parts
+            if keys
+        )
+        raise CheckpointError(
+            source, f"its weights do not fit this model ({what})", f"{source} does not fit this model: {what}"
         )
     model.load_state_dict(state_dict)

@@ -5,7 +5,9 @@ atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``); later call
 with ``weights_only=True``. The file name is a hash of everything that determines the
 weights (task, model, SFT config, seed), and the config is stored inside and compared on
 load, so a checkpoint made with another config is never loaded by mistake. A corrupted or
-foreign file under that name is replaced, with a one-line warning that says so.
+foreign file under that name is replaced, with a one-line warning that says what was wrong
+with it; a cache folder that cannot be written is a one-line `NotWritableError` before any
+training.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, load_state_dict_checked, save_checkpoint
+from .checkpoint import CheckpointError, ensure_writable, load_checkpoint, load_state_dict_checked, save_checkpoint
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT
 from .presets import make_task, resolve_preset
@@ -28,8 +30,11 @@ from .sft import SFTConfig, train_sft
 FORMAT_VERSION = 2
 
 
+CACHE_ENV = "GRPO_EDU_CACHE"  # where reference policies are cached (default ~/.cache/grpo-edu)
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("GRPO_EDU_CACHE", Path.home() / ".cache" / "grpo-edu"))
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "grpo-edu")
 
 
 def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:
@@ -45,19 +50,30 @@ def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> 
 
 def _load_cached(policy, path, cfg, info) -> None:
     """Load the cached weights into ``policy`` and fill ``info``; a corrupted, stale or
-    foreign file is reported in one line (and ``info["warning"]``) and left to be replaced."""
+    foreign file is reported in one line that says what is wrong with it (and in
+    ``info["warning"]``) and left to be replaced."""
     try:
         state = load_checkpoint(path, expected_config=cfg)
         load_state_dict_checked(policy, state["state_dict"], source=str(path))
         info.update(
             loaded=True, accuracy=state["accuracy"], steps=state["steps"], seconds=0.0, history=state.get("history")
         )
-    except ValueError as exc:
-        info["warning"] = f"retrained: {exc}"
+    except CheckpointError as exc:
+        info["warning"] = f"retrained: {exc.reason}"
         sys.stderr.write(
-            f"grpo-edu: the cached reference {path} is unusable ({str(exc).splitlines()[0][:160]}); "
-            "training a new one in its place\n"
+            f"grpo-edu: the cached reference {path} is unusable: {exc.reason}; training a new one in its place\n"
         )
+
+
+def _writable_cache(folder: Path, cache) -> None:
+    """Fail in one line, before the SFT, when the cache folder cannot be written."""
+    if cache is not True:
+        what, fix = "the reference cache, reference_policy(cache=...)", "pass a writable folder or cache=False"
+    elif CACHE_ENV in os.environ:
+        what, fix = f"the reference cache, set by ${CACHE_ENV}", f"set ${CACHE_ENV} to a writable folder"
+    else:
+        what, fix = "the default reference cache", f"set ${CACHE_ENV} to a writable folder"
+    ensure_writable(folder, what, fix)
 
 
 def reference_policy(
@@ -99,6 +115,8 @@ def reference_policy(
     if path is not None and path.exists() and not retrain:
         _load_cached(policy, path, cfg, info)
     if not info["loaded"]:
+        if path is not None:
+            _writable_cache(folder, cache)
         torch.manual_seed(sft_config.seed)
         policy = TinyGPT(model_config)
         policy.to(device)

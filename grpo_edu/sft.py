@@ -96,7 +96,11 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
     opt = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
     hist = {"step": [], "accuracy": [], "loss": []}
     t0 = time.perf_counter()
-    bar = tqdm(range(1, cfg.max_steps + 1), desc="SFT warm start", disable=not progress, leave=False)
+    # the bar counts to max_steps, but SFT stops as soon as held-out accuracy reaches the target
+    target = cfg.target_accuracy
+    metric = "held-out" if cfg.target_metric == "greedy" else "sampled held-out"
+    desc = f"SFT warm start (stops early at {target * 100:g}% {metric})" if target < 1 else "SFT warm start"
+    bar = tqdm(range(1, cfg.max_steps + 1), total=cfg.max_steps, desc=desc, disable=not progress, leave=False)
     for step in bar:
         policy.train()
         if pool is None:
@@ -120,9 +124,10 @@ def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = Tr
             if cfg.target_metric == "sampled":
                 watch = evaluate(policy, task, temperature=1.0, seed=cfg.seed)
                 hist.setdefault("sampled_accuracy", []).append(watch)
-            bar.set_postfix(acc=f"{acc:.3f}")
+            bar.set_postfix_str(f"acc {watch:.1%}" + (f" -> stop at {target * 100:g}%" if target < 1 else ""))
             if watch >= cfg.target_accuracy:
                 break
+    bar.close()
     policy.eval()
     hist["seconds"] = time.perf_counter() - t0
     return hist

@@ -1,10 +1,12 @@
 import os
+import pickle
+from pathlib import Path
 
 import pytest
 import torch
 
 from envs import ArithmeticTask
-from grpo_edu.checkpoint import load_checkpoint, load_state_dict_checked, save_checkpoint
+from grpo_edu.checkpoint import NotWritableError, load_checkpoint, load_state_dict_checked, save_checkpoint
 from grpo_edu.evaluation import evaluate
 from grpo_edu.model import ModelConfig, TinyGPT
 from grpo_edu.reference import reference_policy
@@ -76,7 +78,7 @@ def test_checkpoint_atomic_and_checked(tmp_path):
     with pytest.raises(ValueError, match="wrong shapes"):
         load_state_dict_checked(big, state["state_dict"])
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ValueError, match="not a readable"):
+    with pytest.raises(ValueError, match="not a usable grpo-edu checkpoint: it is not a PyTorch checkpoint"):
         load_checkpoint(tmp_path / "junk.pt")
 
 
@@ -120,3 +122,93 @@ def test_stale_file_under_the_cache_name_is_retrained(tmp_path):
 def test_bad_sft_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SFTConfig(**kwargs)
+
+
+def _tiny_reference(tmp_path, **kw):
+    task = ArithmeticTask(digits=1, eval_size=20)
+    cfg = SFTConfig(max_steps=5, target_accuracy=1.0, eval_every=5, batch_size=16)
+    return reference_policy(
+        task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True, **kw
+    )
+
+
+def _zip_cut_in_half(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _another_version(path):
+    state = torch.load(path, weights_only=True)
+    save_checkpoint(path, {**state, "config": {**state["config"], "format": 1}})
+
+
+def _missing_keys(path):
+    state = torch.load(path, weights_only=True)
+    sd = {k: v for k, v in state["state_dict"].items() if not k.startswith("head")}
+    save_checkpoint(path, {**state, "state_dict": sd})
+
+
+@pytest.mark.parametrize(
+    "spoil, says",
+    [
+        (lambda p: p.write_bytes(b""), "the file is empty (0 bytes)"),
+        (lambda p: p.write_bytes(b"\x00 half a checkpoint"), "it is not a PyTorch checkpoint (neither a torch zip"),
+        (lambda p: p.write_bytes(b"not a checkpoint"), "it is not a PyTorch checkpoint"),
+        (_zip_cut_in_half, "it is a damaged or truncated PyTorch file"),
+        (lambda p: p.write_bytes(pickle.dumps({"a": 1})), "it is a Python pickle"),
+        (lambda p: torch.save({"weights": torch.ones(2)}, p), "it is a PyTorch file but not a grpo-edu checkpoint"),
+        (
+            _another_version,
+            "it was written by another version of grpo-edu (checkpoint format 1, this version reads format",
+        ),
+        (_missing_keys, "its weights do not fit this model (missing keys ['head."),
+    ],
+)
+def test_unusable_cache_file_is_named_in_the_users_words(tmp_path, capsys, spoil, says):
+    _, info = _tiny_reference(tmp_path)
+    spoil(Path(info["path"]))
+    capsys.readouterr()
+    _, again = _tiny_reference(tmp_path)
+    err = capsys.readouterr().err
+    assert not again["loaded"] and err.count("\n") == 1, err
+    assert err.startswith(f"grpo-edu: the cached reference {info['path']} is unusable: {says}"), err
+    assert err.endswith("; training a new one in its place\n"), err
+    assert "Weights only" not in err and "PyTorch 2.6" not in err and "miniz" not in err  # not torch's text
+    assert _tiny_reference(tmp_path)[1]["loaded"]  # the replacement is a good file
+
+
+def test_unwritable_cache_fails_in_one_line_before_training(tmp_path, monkeypatch):
+    import grpo_edu.reference as ref
+
+    monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
+    (tmp_path / "a-file").write_text("")
+    folder = tmp_path / "a-file" / "cache"
+    with pytest.raises(NotWritableError) as exc:
+        _tiny_reference(folder)
+    assert str(exc.value) == (
+        f"cannot write to {folder} (the reference cache, reference_policy(cache=...)): "
+        f"{tmp_path / 'a-file'} is a file, not a folder; pass a writable folder or cache=False"
+    )
+    monkeypatch.setenv("GRPO_EDU_CACHE", str(folder))
+    with pytest.raises(NotWritableError, match=r"set by \$GRPO_EDU_CACHE\).*; set \$GRPO_EDU_CACHE to a writable"):
+        reference_policy(
+            task=ArithmeticTask(digits=1, eval_size=20), model_config=TINY, sft_config=SFTConfig(max_steps=5)
+        )
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_sft_progress_bar_shows_where_it_stops(capsys, progress):
+    from grpo_edu.sft import train_sft
+
+    task = ArithmeticTask(digits=1, eval_size=20)
+    torch.manual_seed(0)
+    cfg = SFTConfig(max_steps=40, target_accuracy=0.05, eval_every=5, batch_size=16)
+    hist = train_sft(TinyGPT(TINY), task, cfg, progress=progress)
+    err = capsys.readouterr().err
+    if not progress:
+        assert err == ""
+        return
+    stopped = hist["step"][-1]
+    assert stopped < 40  # stopped early: the bar's total is max_steps, its title says the target
+    assert "SFT warm start (stops early at 5% held-out)" in err and "/40" in err
+    assert f"acc {hist['accuracy'][-1]:.1%} -> stop at 5%" in err
