@@ -1,15 +1,9 @@
 """The grpo-edu command: train, compare and measure from a shell.
 
-  grpo-edu compare     train all four algorithms side by side, measure them (the main job)
-  grpo-edu train       one training run from the reference, printing its learning curve
-  grpo-edu reference   build (or load) the SFT reference policy, print its accuracy
-  grpo-edu bench       generation speed, step time, passes and memory per algorithm
-  grpo-edu sweep       learning rate x seed for each algorithm (is the comparison fair?)
-  grpo-edu variance    gradient variance of each estimator at several policy snapshots
-  grpo-edu ablate      one difference at a time: why RL from one reference learns fast
-  grpo-edu check-notebooks   pytest --nbval under several seed shifts and CPU kernels
-
-Every verb takes --preset cpu|gpu|auto and --seed; grpo-edu VERB --help lists the rest.
+``grpo-edu compare`` is the main job: all four algorithms side by side, measured. The
+verbs and their flags are declared in `_parser` (``grpo-edu --help`` lists the verbs,
+``grpo-edu VERB --help`` a verb's flags and defaults); each verb runs one function below,
+named in `VERBS`.
 """
 
 from __future__ import annotations
@@ -57,82 +51,137 @@ def _list(kind):
     return parse
 
 
+class _VerbHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """A flag's help ends with its default once: not where the help already says it
+    ("default: the preset's"), nor for a default of None or a switch's False."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
+
+
+class _TopHelp(argparse.RawDescriptionHelpFormatter):
+    """The verbs listed once, one line each, under "verbs:" (without argparse's extra
+    "VERB" line above them)."""
+
+    def _format_action(self, action):
+        text = super()._format_action(action)
+        return text.split("\n", 1)[1] if action.nargs == argparse.PARSER else text
+
+
 def _parser() -> argparse.ArgumentParser:
     """Every verb's flags, declared in one place in the order ``--help`` lists them (long
     because there are eight verbs; each block is a flat list of ``add_argument`` calls)."""
     parser = argparse.ArgumentParser(
-        prog="grpo-edu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="grpo-edu",
+        description="Train, compare and measure REINFORCE, baseline, PPO and GRPO from a shell.",
+        epilog="Every verb takes --preset cpu|gpu|auto, --seed and --quiet;\n"
+        "grpo-edu VERB --help lists the rest, with their defaults.",
+        formatter_class=_TopHelp,
     )
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="VERB")
-    d = argparse.ArgumentDefaultsHelpFormatter
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="VERB", title="verbs")
 
-    def verb(name, text):
-        p = sub.add_parser(name, help=text, description=text, formatter_class=d)
-        p.add_argument("--preset", default="auto", help="cpu | gpu | auto (gpu when CUDA is available)")
-        p.add_argument("--seed", type=_int(0), default=0, help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
+    def verb(name, text, description=None):
+        p = sub.add_parser(name, help=text, description=description or text, formatter_class=_VerbHelp)
+        p.add_argument(
+            "--preset", default="auto", metavar="NAME", help="cpu | gpu | auto (auto: gpu with CUDA, else cpu)"
+        )
+        p.add_argument("--seed", type=_int(0), default=0, metavar="N", help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         return p
 
-    c = verb("compare", "train all four algorithms side by side and measure them")
-    c.add_argument("--out", default="out/compare", help="folder for the PNG figures and the JSON/text report")
-    c.add_argument("--seeds", type=_int(1), default=1, help="RL seeds per algorithm (min-max bands)")
+    c = verb(
+        "compare",
+        "the main job: the four algorithms side by side, measured",
+        "train all four algorithms side by side from one reference, measure them (gradient "
+        "variance, step memory), print one table, where each rung wins and which claims of "
+        "the derivation hold, and write the figures and comparison.json",
+    )
+    c.add_argument("--out", default="out/compare", metavar="DIR", help="folder for the PNG figures and the report")
+    c.add_argument("--seeds", type=_int(1), default=1, metavar="N", help="RL seeds per algorithm (min-max bands)")
     c.add_argument(
         "--budget",
         choices=["samples", "seconds"],
         default="samples",
         help="same number of sampled completions, or same training wall time",
     )
-    c.add_argument("--steps", type=_int(1), default=None, help="steps of the samples budget (default: the preset's)")
-    c.add_argument("--seconds", type=_positive_float, default=30.0, help="seconds per algorithm with --budget seconds")
-    c.add_argument("--variance-batches", type=_int(2), default=8, help="K batches for the gradient variance")
+    c.add_argument(
+        "--steps", type=_int(1), default=None, metavar="N", help="steps of the samples budget (default: the preset's)"
+    )
+    c.add_argument(
+        "--seconds", type=_positive_float, default=30.0, metavar="S", help="seconds per algorithm with --budget seconds"
+    )
+    c.add_argument(
+        "--variance-batches", type=_int(2), default=8, metavar="K", help="K batches for the gradient variance"
+    )
     c.add_argument(
         "--memory-sweep",
         action="store_true",
         help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
     )
-    t = verb("train", "one training run from the reference")
+    t = verb("train", "one training run from the reference, its learning curve")
     t.add_argument("--algo", default="grpo", choices=ALGOS, help="which algorithm")
-    t.add_argument("--steps", type=_int(1), default=None, help="RL steps (default: the preset's)")
-    r = verb("reference", "build or load the SFT reference policy")
+    t.add_argument("--steps", type=_int(1), default=None, metavar="N", help="RL steps (default: the preset's)")
+    r = verb("reference", "build (or load) the SFT reference policy, its accuracy")
     r.add_argument("--retrain", action="store_true", help="train it again even if it is cached")
-    b = verb("bench", "generation speed, step time and memory per algorithm")
-    b.add_argument("--json", default=None, help="also write the numbers to this file")
+    b = verb(
+        "bench",
+        "generation speed, step time and memory per algorithm",
+        "generation speed (KV cache, shared prompts), step time, forward/backward passes and "
+        "peak memory of one step per algorithm",
+    )
+    b.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
     b.add_argument(
         "--memory-sweep",
         action="store_true",
         help="also the PPO/GRPO peak-memory ratio from a small to a 25M-parameter model",
     )
     b.add_argument("--trl", action="store_true", help="also grpo_edu vs TRL seconds per GRPO cycle (needs [trl])")
-    w = verb("sweep", "learning rate x seed for each algorithm (is the comparison fair?)")
-    w.add_argument("--steps", type=_int(1), default=40, help="RL steps per run")
+    w = verb("sweep", "learning rate x seed per algorithm: is the comparison fair?")
+    w.add_argument("--steps", type=_int(1), default=40, metavar="N", help="RL steps per run")
     w.add_argument(
-        "--lrs", type=_list(_positive_float), default="1e-4,3e-4,1e-3", help="comma-separated learning rates"
+        "--lrs",
+        type=_list(_positive_float),
+        default="1e-4,3e-4,1e-3",
+        metavar="LRS",
+        help="comma-separated learning rates",
     )
-    w.add_argument("--seeds", type=_list(_int(0)), default="0,1", help="comma-separated seeds")
-    w.add_argument("--json", default=None, help="also write the numbers to this file")
-    v = verb("variance", "gradient variance of each estimator at several policy snapshots")
-    v.add_argument("--batches", type=_int(2), default=16, help="K independent batches per snapshot")
-    v.add_argument("--json", default=None, help="also write the numbers to this file")
-    a = verb("ablate", "one difference at a time: REINFORCE and GRPO from references built different ways")
-    a.add_argument("--seeds", type=_int(1), default=3, help="seeds per row (each: SFT + RL)")
-    a.add_argument("--steps", type=_int(1), default=60, help="RL steps per run")
-    a.add_argument("--rows", type=_list(str), default=None, help="comma-separated row names (default: all)")
-    a.add_argument("--json", default=None, help="also write the numbers to this file")
+    w.add_argument("--seeds", type=_list(_int(0)), default="0,1", metavar="SEEDS", help="comma-separated seeds")
+    w.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
+    v = verb("variance", "gradient variance of each estimator at several snapshots")
+    v.add_argument("--batches", type=_int(2), default=16, metavar="K", help="K independent batches per snapshot")
+    v.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
+    a = verb(
+        "ablate",
+        "why RL learns fast from one reference, slowly from another",
+        "one difference at a time: REINFORCE and GRPO from references built different ways "
+        "(why RL from one reference learns fast and from another slowly)",
+    )
+    a.add_argument("--seeds", type=_int(1), default=3, metavar="N", help="seeds per row (each: SFT + RL)")
+    a.add_argument("--steps", type=_int(1), default=60, metavar="N", help="RL steps per run")
+    a.add_argument(
+        "--rows", type=_list(str), default=None, metavar="NAMES", help="comma-separated row names (default: all)"
+    )
+    a.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
     n = sub.add_parser(
         "check-notebooks",
-        formatter_class=d,
-        help="pytest --nbval under several seed shifts and CPU kernels (needs the dev extra)",
-        description="pytest --nbval on the notebooks once per (GRPO_EDU_SEED_SHIFT, ATEN_CPU_CAPABILITY)",
+        formatter_class=_VerbHelp,
+        help="pytest --nbval under several seed shifts and CPU kernels",
+        description="pytest --nbval on the notebooks once per (GRPO_EDU_SEED_SHIFT, ATEN_CPU_CAPABILITY) "
+        "pair (needs the dev extra)",
     )
     n.add_argument("notebooks", nargs="*", help="notebook paths (default: notebooks/*.ipynb)")
     n.add_argument(
         "--runs",
         type=_list(str),
         default="0:native,1:native,2:native,0:default,0:avx2",
+        metavar="PAIRS",
         help="comma-separated SHIFT:CAPABILITY pairs (native = the CPU's own)",
     )
-    n.add_argument("--jobs", type=_int(1), default=2, help="runs at a time")
-    n.add_argument("--json", default=None, help="also write the results to this file")
+    n.add_argument("--jobs", type=_int(1), default=2, metavar="N", help="runs at a time")
+    n.add_argument("--json", default=None, metavar="FILE", help="also write the results to this file")
     return parser
 
 
@@ -253,22 +302,53 @@ VERBS = {
 }
 
 
+def _fail(args, message: str, code: int = 2):
+    """A one-line error (no traceback), as argparse writes its own."""
+    sys.stderr.write(f"grpo-edu {args.cmd}: error: {message}\n")
+    raise SystemExit(code)
+
+
+def _check_outputs(args) -> None:
+    """Every place a verb writes to (--out, --json) can be written, checked before any training."""
+    from .checkpoint import NotWritableError, ensure_writable
+
+    for flag, is_file in (("out", False), ("json", True)):
+        path = getattr(args, flag, None)
+        if path:
+            try:
+                ensure_writable(path, f"--{flag}", f"pass --{flag} a writable path", file=is_file)
+            except NotWritableError as exc:
+                _fail(args, str(exc))
+
+
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _check_outputs(args)
     if args.cmd == "check-notebooks":
         return _check_notebooks(args)
     from dataclasses import replace
 
+    import torch
+
+    from .checkpoint import NotWritableError
     from .presets import get_preset, setup_torch
 
+    if args.preset == "gpu" and not torch.cuda.is_available():
+        _fail(
+            args,
+            "--preset gpu needs CUDA, which is not available on this machine: use --preset cpu (or auto, the default, which picks cpu here)",
+        )
     try:
         preset = get_preset(args.preset)
     except ValueError as exc:
         parser.error(str(exc))
     preset = replace(preset, seed=preset.seed + args.seed, sft=replace(preset.sft, seed=preset.sft.seed + args.seed))
     setup_torch(preset, preset.seed)
-    VERBS[args.cmd](args, preset, not args.quiet)
+    try:
+        VERBS[args.cmd](args, preset, not args.quiet)
+    except NotWritableError as exc:  # the reference cache ($GRPO_EDU_CACHE), checked before its training
+        _fail(args, str(exc))
     return 0
 
 

@@ -1,6 +1,7 @@
 """The main job, the benchmarks and the command line, on small budgets."""
 
 import json
+import re
 
 import pytest
 
@@ -122,17 +123,97 @@ def test_bad_arguments_are_one_line_errors_naming_the_flag(argv, match, capsys):
     assert "Traceback" not in err
 
 
-def test_help_names_every_verb_and_every_default(capsys):
+VERB_NAMES = ("compare", "train", "reference", "bench", "sweep", "variance", "ablate", "check-notebooks")
+
+
+def test_help_lists_every_verb_once_and_every_default_once(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
     with pytest.raises(SystemExit):
         main(["--help"])
     top = capsys.readouterr().out
-    for verb in ("compare", "train", "reference", "bench", "sweep", "variance", "ablate"):
-        assert f"grpo-edu {verb}" in top
     assert "``" not in top  # plain text, no reStructuredText
+    listed = [
+        line.split()[0] for line in top.split("verbs:")[1].splitlines() if line.startswith("    ") and line.strip()
+    ]
+    assert [v for v in listed if not v.startswith(("-", "pytest"))] == list(VERB_NAMES)  # once each
+    firsts = [line.split()[0] for line in top.splitlines() if line.strip()]
+    assert all(firsts.count(v) == 1 and f"grpo-edu {v}" not in top for v in VERB_NAMES), top  # no second list
+    assert max(len(line) for line in top.splitlines()) <= 80
+    for verb in VERB_NAMES:
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        text = capsys.readouterr().out
+        assert max(len(line) for line in text.splitlines()) <= 80, (verb, text)
+        assert "(default: None)" not in text and "(default: False)" not in text, (verb, text)
+        # one entry per flag: no entry says its default twice
+        entries = re.split(r"\n  (?=\S)", text.split("options:")[1])
+        assert all(e.count("(default") <= 1 for e in entries), (verb, [e for e in entries if e.count("(default") > 1])
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # unwrapped
     assert "(default: 1)" in text and "(default: auto)" in text and "(default: out/compare)" in text
+    assert "steps of the samples budget (default: the preset's) --seconds" in text
+
+
+def test_gpu_preset_without_cuda_is_a_one_line_error(capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--preset", "gpu", "--steps", "1", "--quiet"])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing started
+    assert captured.err == (
+        "grpo-edu train: error: --preset gpu needs CUDA, which is not available on this machine: "
+        "use --preset cpu (or auto, the default, which picks cpu here)\n"
+    )
+
+
+def test_unwritable_cache_is_a_one_line_error_before_training(tmp_path, capsys, monkeypatch):
+    import grpo_edu.reference as ref
+
+    monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
+    (tmp_path / "a-file").write_text("")
+    cache = tmp_path / "a-file" / "cache"
+    monkeypatch.setenv("GRPO_EDU_CACHE", str(cache))
+    with pytest.raises(SystemExit) as exc:
+        main(["reference", "--preset", "cpu", "--quiet"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"grpo-edu reference: error: cannot write to {cache} (the reference cache, set by $GRPO_EDU_CACHE): "
+        f"{tmp_path / 'a-file'} is a file, not a folder; set $GRPO_EDU_CACHE to a writable folder\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["compare", "--out", "{bad}"], "--out"),
+        (["bench", "--json", "{bad}/b.json"], "--json"),
+        (["sweep", "--json", "{bad}/s.json"], "--json"),
+        (["variance", "--json", "{bad}/v.json"], "--json"),
+        (["ablate", "--json", "{bad}/a.json"], "--json"),
+        (["check-notebooks", "--json", "{bad}/c.json"], "--json"),
+        (["bench", "--json", "{folder}"], "--json"),
+    ],
+)
+def test_unwritable_output_is_a_one_line_error_before_anything_runs(tmp_path, capsys, monkeypatch, argv, flag):
+    import grpo_edu.reference as ref
+
+    monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the output"))
+    (tmp_path / "a-file").write_text("")
+    argv = [a.format(bad=tmp_path / "a-file", folder=tmp_path) for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        main(argv + ["--quiet"] if argv[0] != "check-notebooks" else argv)
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert captured.out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"grpo-edu {argv[0]}: error: cannot write to {argv[-1]} ({flag}): ")
+    assert err.endswith(f"; pass {flag} a writable path\n")
+    assert ("is a file, not a folder" in err) or ("it is a folder, not a file" in err)
 
 
 def test_run_comparison_rejects_bad_budget():
