@@ -123,7 +123,7 @@ def to_latex(expr: str) -> str:
             out.append(_ident(tok))
         else:
             out.append(tok)
-    return "".join(out).strip()
+    return re.sub(r" {2,}", " ", "".join(out)).strip()
 
 
 def _equation_line(line: str) -> str | None:
