@@ -319,3 +319,34 @@ BAD_INPUT = [
 def test_bad_input_raises_value_error_naming_the_argument(call, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
         call()
+
+
+# ------------------------------------------------------------- the measurements (objectives_demo)
+
+
+def test_gspo_equals_grpo_on_policy_and_differs_after_epochs(task, reference):
+    from grpo_edu.objectives_demo import format_gspo_vs_grpo, gspo_vs_grpo
+
+    r = gspo_vs_grpo(reference, task, n_prompts=8, epochs=3)
+    first, last = r["rows"][0], r["rows"][-1]
+    assert first["ratio_dev_token"] < 1e-5 and first["cos_gspo_grpo"] > 1 - 1e-5  # on-policy: the same gradient
+    assert first["cos_token_mean"] < 1 - 1e-4  # ... up to the aggregation
+    assert last["ratio_dev_token"] > 0.01 and last["cos_gspo_grpo"] < 0.99  # off-policy: a different one
+    assert "cos(GSPO, GRPO)" in format_gspo_vs_grpo(r)
+
+
+def test_sampler_mismatch_bias_and_its_correction(task, reference):
+    from grpo_edu.objectives_demo import format_sampler_mismatch, sampler_mismatch
+
+    r = sampler_mismatch(reference, task, n_prompts=2, floor=1e-4)
+    e = r["estimators"]
+    assert r["mass_trainer"] > 0.95 and r["mass_sampler"] > 0.95  # the enumeration covers the distribution
+    assert 1e-4 < r["logp_diff_mean"] < 1e-1  # a real, small mismatch
+    assert e["sequence, no cap"]["rel_error"] < 1e-5  # the sequence weight removes the bias exactly
+    assert (
+        e["no correction"]["rel_error"] > 1e-3
+        and e["no correction"]["rel_error"] > 100 * e["sequence, no cap"]["rel_error"]
+    )
+    assert e["token, no cap"]["rel_error"] < e["no correction"]["rel_error"] / 2  # the per-token weight: most of it
+    assert e["token_truncate C=2"]["clipped_frac"] == 0.0 and e["token_mask C=1.005"]["clipped_frac"] > 0
+    assert "no correction" in format_sampler_mismatch(r)
