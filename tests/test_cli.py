@@ -123,7 +123,7 @@ def test_bad_arguments_are_one_line_errors_naming_the_flag(argv, match, capsys):
     assert "Traceback" not in err
 
 
-VERB_NAMES = ("compare", "train", "reference", "bench", "sweep", "variance", "ablate", "check-notebooks")
+VERB_NAMES = ("compare", "train", "reference", "bench", "sweep", "variance", "ablate", "trl-launch", "check-notebooks")
 
 
 def test_help_lists_every_verb_once_and_every_default_once(capsys, monkeypatch):
@@ -292,3 +292,24 @@ def test_check_notebooks_names_the_failed_cell_and_its_error():
     }
     text = format_check(res)
     assert "FAIL" in text and "Cell 7: AssertionError" in text and "some runs FAILED" in text
+
+
+def test_readme_command_table_shows_the_real_defaults():
+    """Every `[--flag value]` in README's "The command" table is that flag's argparse default
+    (of `a|b`, the first): parsing it gives the same arguments as leaving it out."""
+    from pathlib import Path
+
+    from grpo_edu.cli import _parser
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("## The command\n", 1)[1].split("\n## ", 1)[0]
+    checked = 0
+    for row in re.findall(r"^\| `grpo-edu ([\w-]+)([^`]*)`", table, flags=re.M):
+        verb, flags = row
+        for flag, value in re.findall(r"\[(--[\w-]+) ([^\]\s]+)\]", flags):
+            value = value.replace("\\|", "|").split("|")[0]
+            if value == "N" or value == "...":  # the preset's / a placeholder
+                continue
+            assert _parser().parse_args([verb, flag, value]) == _parser().parse_args([verb]), (verb, flag, value)
+            checked += 1
+    assert checked >= 8  # compare --seeds, train --algo, sweep x3, variance, ablate x2, ...
