@@ -13,9 +13,10 @@ algorithms call it through the module, so `plug(name=fn)` swaps in your own vers
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 from . import functional
-from .algorithms import ALGORITHMS, GRPO, PPO, Reinforce, ReinforceBaseline, make_algorithm
+from .algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, Reinforce, ReinforceBaseline, make_algorithm
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT, ValueModel
 from .presets import get_preset, make_task, setup_torch
@@ -23,7 +24,7 @@ from .reference import reference_policy
 from .rollout import Rollout, generate, sample_batch, sequence_logprobs
 from .sft import SFTConfig
 from .tokenizer import CharTokenizer
-from .train import History, train
+from .train import History, train, update
 
 __version__ = "0.1.0"
 
@@ -36,19 +37,26 @@ def plug(**functions):
             train(make_algorithm("grpo"), ...)
 
     Every algorithm, the rollout code and the measurements look the functions up in
-    `grpo_edu.functional` at call time, so the replacement is used everywhere. Optional
-    keywords (``kind`` of ``kl_penalized_rewards``, ``leave_one_out`` of
-    ``group_advantages``) are passed only when a config asks for a non-default value, so a
-    function with the basic signature plugs in.
+    `grpo_edu.functional` at call time, so the replacement is used everywhere. The library
+    calls every function with its full signature, so a replacement must accept every
+    parameter of the original, by the same name: one that does not is refused here with a
+    ``ValueError`` naming the missing parameter (not a ``TypeError`` deep in training).
     """
     unknown = [name for name in functions if name not in functional.__all__]
     if unknown:
         raise ValueError(f"plug: {unknown} are not functions of grpo_edu.functional {functional.__all__}")
+    for name, fn in functions.items():
+        if not callable(fn):
+            raise ValueError(f"plug: {name} must be callable, got {type(fn).__name__}")
+        missing = _missing_parameters(getattr(functional, name), fn)
+        if missing:
+            want = inspect.signature(getattr(functional, name))
+            raise ValueError(
+                f"plug: your {name} has no parameter {', '.join(missing)}; the library calls it as {name}{want}"
+            )
     saved = {name: getattr(functional, name) for name in functions}
     try:
         for name, fn in functions.items():
-            if not callable(fn):
-                raise ValueError(f"plug: {name} must be callable, got {type(fn).__name__}")
             setattr(functional, name, fn)
         yield
     finally:
@@ -56,10 +64,23 @@ def plug(**functions):
             setattr(functional, name, fn)
 
 
+def _missing_parameters(original, replacement) -> list[str]:
+    """The parameters of ``original`` that ``replacement`` cannot take by name."""
+    try:
+        params = inspect.signature(replacement).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    takes = {n for n, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    return [n for n in inspect.signature(original).parameters if n not in takes]
+
+
 __all__ = [
     "ALGORITHMS",
     "CharTokenizer",
     "GRPO",
+    "GRPOConfig",
     "History",
     "ModelConfig",
     "PPO",
@@ -81,4 +102,5 @@ __all__ = [
     "sequence_logprobs",
     "setup_torch",
     "train",
+    "update",
 ]

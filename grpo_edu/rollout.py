@@ -13,12 +13,36 @@ ratio pi_theta / pi_old.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, fields
 
 import torch
 import torch.nn as nn
 
 from . import functional as Fn
+
+# Each prompt once: the G rows of a group share their prompt, so generation and teacher forcing
+# run each distinct prompt once and hand its KV cache to its rows (the same numbers to float
+# rounding, tests/test_rollout.py). This one switch turns it off everywhere (`prompt_sharing`).
+SHARE_PROMPTS = True
+
+
+@contextlib.contextmanager
+def prompt_sharing(enabled: bool):
+    """``with prompt_sharing(False):`` every row runs its own copy of its prompt, as TRL does
+    (the ablation of the sharing: same numbers, more compute); restored on exit."""
+    global SHARE_PROMPTS
+    if not isinstance(enabled, bool):
+        raise ValueError(f"prompt_sharing takes True or False, got {enabled!r}")
+    saved, SHARE_PROMPTS = SHARE_PROMPTS, enabled
+    try:
+        yield
+    finally:
+        SHARE_PROMPTS = saved
+
+
+def _sharing(share_prompts: bool | None) -> bool:
+    return SHARE_PROMPTS if share_prompts is None else share_prompts
 
 
 @dataclass
@@ -138,7 +162,7 @@ def generate(
     eos_id: int = 2,
     pad_id: int = 0,
     tokenizer=None,
-    share_prompts: bool = True,
+    share_prompts: bool | None = None,
 ) -> Rollout:
     """Sample ``group_size`` completions per prompt, batched.
 
@@ -153,7 +177,8 @@ def generate(
     With ``use_cache=False`` the whole prefix is recomputed each step (the slow way, kept
     to show what the KV cache buys; the tokens are the same). With the cache and
     ``group_size > 1`` each prompt is run once and its cache is shared by its G rows
-    (``share_prompts=False`` runs every row's prompt, the same numbers G times).
+    (``share_prompts=False`` runs every row's prompt, the same numbers G times; None: the
+    module's `SHARE_PROMPTS`, see `prompt_sharing`).
     """
     _check_generate_args(model, prompt_ids, group_size, max_new_tokens, temperature, top_k)
     device = next(model.parameters()).device
@@ -167,7 +192,9 @@ def generate(
     tokens, logps, alive = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)
     for step in range(max_new_tokens):
-        if step == 0 and use_cache and share_prompts and group_size > 1:  # each prompt once; its G rows share its cache
+        if (
+            step == 0 and use_cache and _sharing(share_prompts) and group_size > 1
+        ):  # each prompt once; its G rows share its cache
             rows = torch.arange(prompt_ids.shape[0], device=device).repeat_interleave(group_size)
             logits = model(prompt_ids.to(device), cache)[:, -1].index_select(0, rows)
             cache.select_rows(rows)
@@ -210,7 +237,7 @@ def shared_prompts(rollout: Rollout):
     return (prompts, inverse) if 2 * prompts.shape[0] <= rollout.batch_size else None
 
 
-def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
+def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool | None = None) -> torch.Tensor:
     """``model``'s output at positions ``P - 1 .. P + T - 2``, ``[B, T, ...]``: the
     positions that predict (or value the state before) each completion token; for the
     policy, the logits that predict completion token ``t`` sit at position ``P - 1 + t``.
@@ -223,7 +250,7 @@ def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = Tru
     positions, more than half with the cpu preset's P = 7, T = 4, G = 8.
     """
     P, T = rollout.prompt_length, rollout.completion_ids.shape[1]
-    shared = shared_prompts(rollout) if share_prompts and hasattr(model, "new_cache") else None
+    shared = shared_prompts(rollout) if _sharing(share_prompts) and hasattr(model, "new_cache") else None
     if shared is None:
         return model(rollout.input_ids)[:, P - 1 : -1]
     prompts, inverse = shared
@@ -236,7 +263,7 @@ def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool = Tru
 
 
 def sequence_logprobs(
-    model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False, share_prompts=True
+    model: nn.Module, rollout: Rollout, temperature: float | None = None, return_logits=False, share_prompts=None
 ):
     """``log pi(a_t | s_t)`` of each completion token under ``model``, ``[B, T]`` (0 off-mask).
 
@@ -249,7 +276,7 @@ def sequence_logprobs(
     return (logp, logits) if return_logits else logp
 
 
-def completion_values(critic: nn.Module, rollout: Rollout, share_prompts: bool = True) -> torch.Tensor:
+def completion_values(critic: nn.Module, rollout: Rollout, share_prompts: bool | None = None) -> torch.Tensor:
     """``V(s_t)`` for each completion step, ``[B, T]``: the state before token ``t`` is the
     prefix ending at position ``P - 1 + t``."""
     return teacher_forced(critic, rollout, share_prompts) * rollout.mask
@@ -269,7 +296,7 @@ def sample_batch(
     generator=None,
     temperature: float = 1.0,
     reward_kind: str = "outcome",
-    share_prompts: bool = True,
+    share_prompts: bool | None = None,
 ):
     """Sample ``n_prompts`` training problems, ``group_size`` completions each, and score them.
 

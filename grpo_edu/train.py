@@ -1,10 +1,17 @@
 """The one loop all four algorithms share, and the history it records.
 
-    problems, rollout, scores = sample_batch(policy, task, n_prompts, group_size)   # sample, score
-    stats = algorithm.update(rollout, scores)                # advantages + loss + optimizer
+    rollout, scores, problems = sample_batch(policy, task, n_prompts, group_size)  # sample, score
+    batch = algorithm.prepare(rollout, scores)     # no grad: pi_ref, KL in the reward, advantages
+    for epoch in range(epochs):                    # PPO/GRPO reuse the batch; REINFORCE: 1
+        for idx in minibatches:
+            loss = algorithm.loss(batch, idx)      # the line where the rungs differ
+            loss.backward(); clip; optimizer.step()
+            (the critic's own step, if there is a critic)
+    # pi_old <- pi_theta: the next rollout is sampled from the updated policy
     every eval_every steps: greedy held-out accuracy
 
-Training wall time excludes evaluation, so ``seconds`` compares algorithms fairly.
+`train` runs it; `update` is one pass of it on one rollout. Training wall time excludes
+evaluation, so ``seconds`` compares algorithms fairly.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import functional as Fn
+from .algorithms.base import finite
+from .algorithms.grpo import dynamic_sampling
 from .evaluation import evaluate
 from .presets import make_task, resolve_preset
 from .reference import reference_policy
@@ -80,6 +90,75 @@ class History:
             f"History({self.name!r}, steps={len(self.steps)}, "
             f"accuracy {self.initial_accuracy:.3f} -> {self.final_accuracy:.3f})"
         )
+
+
+def minibatches(batch_size: int, n: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """``n`` minibatches of row indices, a fresh shuffle of the batch each call (one: in order)."""
+    if n > batch_size:
+        raise ValueError(f"minibatches ({n}) exceeds the batch size ({batch_size})")
+    perm = torch.randperm(batch_size, generator=generator) if n > 1 else torch.arange(batch_size)
+    return list(perm.chunk(n))
+
+
+def _check(algorithm, rollout, scores):
+    if algorithm.policy is None:
+        raise RuntimeError(f"call {type(algorithm).__name__}.setup(policy, reference) before update()")
+    if scores.shape != rollout.mask.shape:
+        raise ValueError(f"scores must have the rollout's shape {tuple(rollout.mask.shape)}, got {tuple(scores.shape)}")
+    if rollout.batch_size % algorithm.config.group_size:
+        raise ValueError(
+            f"batch of {rollout.batch_size} rows is not a multiple of group_size={algorithm.config.group_size}"
+        )
+
+
+def update(algorithm, rollout, scores: torch.Tensor) -> dict:
+    """One update of the one loop on one rollout: prepare the batch (advantages), then
+    ``epochs x minibatches`` optimizer steps on ``algorithm.loss``. Returns the step's metrics."""
+    _check(algorithm, rollout, scores)
+    cfg, policy, optimizer = algorithm.config, algorithm.policy, algorithm.optimizer
+    batch = algorithm.prepare(rollout, scores)  # no grad: log pi_ref, KL in the reward, advantages
+    finite(batch.advantages, "advantages")
+    policy.train()
+    sums, grad_norms = {}, []
+    for _epoch in range(cfg.epochs):  # PPO/GRPO: several passes with pi_old fixed
+        for idx in minibatches(rollout.batch_size, cfg.minibatches, algorithm.generator):
+            idx = idx.to(rollout.mask.device)
+            loss, stats = algorithm.loss(batch, idx)  # the line where the rungs differ
+            finite(loss.detach(), "policy loss")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            finite(grad_norm.detach(), "policy gradient norm")
+            optimizer.step()
+            algorithm.scheduler.step()
+            grad_norms.append(float(grad_norm))
+            if algorithm.critic is not None:  # the critic's own step, after the policy's
+                stats["value_loss"] = algorithm.critic.step(
+                    rollout.select(idx), batch.returns[idx], batch.mask[idx], batch.old_values[idx]
+                )
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+    policy.eval()  # pi_old <- pi_theta: the next rollout samples from the updated policy
+    out = {k: v / len(grad_norms) for k, v in sums.items()}
+    out.update(batch.stats)
+    out["grad_norm"] = sum(grad_norms) / len(grad_norms)
+    out["updates"] = len(grad_norms)
+    out["completion_length"] = float(rollout.lengths.mean())
+    out["truncated_frac"] = float(rollout.truncated.float().mean())
+    if batch.ref_logp is not None:
+        out["kl"] = float(Fn.masked_mean(Fn.kl_estimate(batch.old_logp, batch.ref_logp, "k3"), rollout.mask))
+    return out
+
+
+def collect(algorithm, sample):
+    """One rollout for the update: ``sample()`` -> ``(rollout, scores, problems)``, or with
+    GRPO's ``dynamic_sampling`` (DAPO) only informative groups, sampled until there are enough.
+    Returns ``(rollout, scores, problems, generated)``, ``generated`` counting every completion."""
+    cfg = algorithm.config
+    if getattr(cfg, "dynamic_sampling", False):  # a GRPO knob: the other rungs have no groups to drop
+        return dynamic_sampling(sample, cfg.group_size, cfg.max_resample)
+    rollout, scores, problems = sample()
+    return rollout, scores, problems, rollout.batch_size
 
 
 def _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy) -> bool:
@@ -152,9 +231,8 @@ def train(
     )
 
     def sample():
-        cfg = algorithm.config
         return sample_batch(
-            policy, task, seq_per_step // G, G, rng, generator, cfg.temperature, reward_kind, cfg.share_prompts
+            policy, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
         )
 
     def evaluate_now(step, n_samples, t_train):
@@ -167,9 +245,9 @@ def train(
     bar = tqdm(total=total, desc=hist.name, disable=not progress, leave=False)
     while _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy):
         step, t0 = step + 1, time.perf_counter()
-        ro, scores, _, generated = algorithm.collect(sample)
+        ro, scores, _, generated = collect(algorithm, sample)  # sample + score (+ DAPO's refill)
         try:
-            stats = algorithm.update(ro, scores)
+            stats = update(algorithm, ro, scores)  # advantages, then epochs x minibatches of steps
         except FloatingPointError as exc:
             raise FloatingPointError(f"step {step}: {exc}") from exc
         if device.type == "cuda":

@@ -8,13 +8,16 @@ from grpo_edu.algorithms import (
     ALGORITHMS,
     GRPO,
     PPO,
+    BaselineConfig,
     GRPOConfig,
     PPOConfig,
     ReinforceBaseline,
+    ReinforceConfig,
     make_algorithm,
 )
-from grpo_edu.algorithms.base import Batch
-from grpo_edu.rollout import expand, generate
+from grpo_edu.algorithms.grpo import informative_groups
+from grpo_edu.rollout import expand, generate, prompt_sharing
+from grpo_edu.train import update
 
 
 def _batch(task, policy, n_prompts=8, G=4, seed=0):
@@ -39,11 +42,11 @@ def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
     G = algo.config.group_size
     ro, scores = _batch(task, tiny_policy, G=G)
     scores[::2, 0] = 1.0  # make sure some rewards differ
-    stats = algo.update(ro, scores)
+    stats = update(algo, ro, scores)
     assert stats["updates"] == algo.config.epochs * algo.config.minibatches
     for k in ("loss", "entropy", "grad_norm", "completion_length"):
         assert k in stats and stats[k] == stats[k], k  # present and not NaN
-    assert ("kl" in stats) == (algo.config.beta > 0)  # pi_ref is run (and its KL logged) only when used
+    assert ("kl" in stats) == (getattr(algo.config, "beta", 0) > 0)  # pi_ref is run (and its KL logged) only when used
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.parameters()))
     for p in ref.parameters():
         assert not p.requires_grad  # the reference is frozen
@@ -52,7 +55,7 @@ def test_every_algorithm_updates_the_policy(name, task, tiny_policy):
 
 @pytest.mark.parametrize("name", ["grpo", "ppo"])
 def test_shared_prompts_change_no_number_of_an_update(name, task, tiny_policy):
-    """share_prompts (the default) runs each prompt once for its G rows, in the policy's,
+    """Prompt sharing (rollout's default) runs each prompt once for its G rows, in the policy's,
     the reference's and the critic's forward: one update on the same batch gives the same
     statistics and the same weights, to float rounding, as every row running its own."""
     ro, scores = _batch(task, tiny_policy, G=4)
@@ -60,9 +63,10 @@ def test_shared_prompts_change_no_number_of_an_update(name, task, tiny_policy):
     out = {}
     for share in (True, False):
         policy, ref = copy.deepcopy(tiny_policy), copy.deepcopy(tiny_policy)
-        algo = make_algorithm(name, group_size=4, share_prompts=share)
+        algo = make_algorithm(name, group_size=4)
         algo.setup(policy, ref, generator=torch.Generator().manual_seed(0))
-        out[share] = algo.update(ro, scores), [p.detach().clone() for p in policy.parameters()]
+        with prompt_sharing(share):
+            out[share] = update(algo, ro, scores), [p.detach().clone() for p in policy.parameters()]
     (on, w_on), (off, w_off) = out[True], out[False]
     for k in ("loss", "grad_norm", "kl", "clip_ratio") + (("value_loss",) if name == "ppo" else ()):
         assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k
@@ -77,42 +81,51 @@ def test_same_interface_one_line_differs(task, tiny_policy):
     last = ro.mask.sum(1).long() - 1
     R = torch.tensor([1.0, 0, 0, 0, 1, 1, 0, 0])
     scores[torch.arange(8), last] = R
-    batch = Batch(ro, scores, R, ro.mask, ro.logprobs, None)
     rf = make_algorithm("reinforce")
-    torch.testing.assert_close(rf.advantages(batch).advantages, R[:, None] * ro.mask)  # G_t = R (gamma 1)
+    torch.testing.assert_close(rf.prepare(ro, scores).advantages, R[:, None] * ro.mask)  # G_t = R (gamma 1)
     bm = ReinforceBaseline(baseline="batch_mean")
-    est = bm.advantages(batch)
-    torch.testing.assert_close(est.advantages, (R[:, None] - 0.375) * ro.mask)  # mean 3/8
-    assert est.stats == {"baseline": 0.375} and batch.stats == {}  # returned, not written into the batch
+    batch = bm.prepare(ro, scores)
+    torch.testing.assert_close(batch.advantages, (R[:, None] - 0.375) * ro.mask)  # mean 3/8
+    assert batch.stats == {"baseline": 0.375}
     rm = ReinforceBaseline(baseline="running_mean", running_mean_decay=0.5)
-    assert rm.advantages(batch).stats["baseline"] == 0.375  # the first batch starts the average
-    batch2 = Batch(ro, scores * 0, R * 0, ro.mask, ro.logprobs, None)
-    assert rm.advantages(batch2).stats["baseline"] == 0.375  # b is the average *before* this batch
-    assert rm.advantages(batch2).stats["baseline"] == 0.1875  # 0.5 * 0.375 + 0.5 * 0
-    g = GRPO(group_size=4)
-    adv = g.advantages(batch).advantages
+    assert rm.prepare(ro, scores).stats["baseline"] == 0.375  # the first batch starts the average
+    assert rm.prepare(ro, scores * 0).stats["baseline"] == 0.375  # b is the average *before* this batch
+    assert rm.prepare(ro, scores * 0).stats["baseline"] == 0.1875  # 0.5 * 0.375 + 0.5 * 0
+    g = GRPO(group_size=4, beta=0.0)
+    adv = g.prepare(ro, scores).advantages
     # group 1: r = [1,0,0,0], mean 0.25, population std sqrt(0.1875) = 0.4330
     s1 = 0.1875**0.5
     torch.testing.assert_close(adv[:4], torch.tensor([0.75, -0.25, -0.25, -0.25]) / (s1 + 1e-4))
     torch.testing.assert_close(adv[4:], torch.tensor([0.5, 0.5, -0.5, -0.5]) / (0.5 + 1e-4))
-    loo = GRPO(group_size=4, leave_one_out=True, scale_rewards="none").advantages(batch).advantages
+    loo = GRPO(group_size=4, leave_one_out=True, scale_rewards="none", beta=0.0).prepare(ro, scores).advantages
     # RLOO: r_i - mean of the other three: 1 - 0 = 1, 0 - 1/3 = -1/3; 1 - 1/3, 0 - 2/3
     torch.testing.assert_close(loo, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 2 / 3, 2 / 3, -2 / 3, -2 / 3]))
 
 
 def test_each_rung_owns_its_line():
-    """The loss that differs lives in the rung's own file; GRPO is PPO without the critic."""
+    """Each rung's file holds its whole algorithm: its advantage and its loss are calls into the
+    functional core written there, its config is flat (no rung inherits another's)."""
     import inspect
+    from dataclasses import fields
 
-    from grpo_edu.algorithms import baseline, grpo, ppo, reinforce
+    from grpo_edu.algorithms import ALGORITHMS, baseline, grpo, ppo, reinforce
 
     assert "Fn.policy_gradient_loss" in inspect.getsource(reinforce.Reinforce.loss)
-    assert "Fn.baseline_advantages" in inspect.getsource(baseline.ReinforceBaseline.advantages)
-    assert "Fn.clipped_surrogate_loss" in inspect.getsource(ppo.PPO.loss)
-    assert "Fn.group_advantages" in inspect.getsource(grpo.GRPO.advantages)
-    assert grpo.GRPO.loss is ppo.PPO.loss and issubclass(grpo.GRPO, ppo.PPO)
+    assert "Fn.baseline_advantages" in inspect.getsource(baseline.ReinforceBaseline.prepare)
+    assert "Fn.gae" in inspect.getsource(ppo.PPO.prepare)
+    assert "Fn.group_advantages" in inspect.getsource(grpo.GRPO.prepare)
+    grpo_loss = inspect.getsource(grpo.GRPO.loss)
+    for piece in ("Fn.clipped_surrogate_loss", "cfg.eps_low", "Fn.kl_estimate", "Fn.aggregate_loss"):
+        assert piece in grpo_loss, piece  # GRPO's objective, KL term and aggregation are in grpo.py
+    for cls in ALGORITHMS.values():
+        assert cls.__mro__[1].__name__ == "Algorithm", cls  # no rung inherits another
+        assert cls.Config.__mro__ == (cls.Config, object), cls.Config  # flat config
+        src = inspect.getsource(cls.Config)
+        for f in fields(cls.Config):  # every field commented on its line
+            line = next(ln for ln in src.splitlines() if ln.strip().startswith(f"{f.name}:"))
+            assert "#" in line, (cls.Config.__name__, f.name)
     for module in (reinforce, baseline, ppo, grpo):
-        assert len(inspect.getsource(module).splitlines()) <= 110, module.__name__
+        assert len(inspect.getsource(module).splitlines()) <= 160, module.__name__
 
 
 def test_kl_in_reward_changes_sequence_reward(task, tiny_policy):
@@ -140,8 +153,7 @@ def test_mask_truncated_completions(task, tiny_policy):
 
 
 def test_dynamic_sampling_keeps_informative_groups():
-    g = GRPO(group_size=2)
-    keep = g.informative_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]))
+    keep = informative_groups(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 2)
     assert keep.tolist() == [False, False, True, True, False, False]
 
 
@@ -150,18 +162,18 @@ def test_non_finite_loss_is_named(task, tiny_policy):
     ro, scores = _batch(task, tiny_policy, G=1)
     scores[0, 0] = float("nan")
     with pytest.raises(FloatingPointError, match="advantages is nan"):
-        algo.update(ro, scores)
+        update(algo, ro, scores)
 
 
 def test_update_before_setup_and_bad_shapes(task, tiny_policy):
     ro, scores = _batch(task, tiny_policy, G=1)
     with pytest.raises(RuntimeError, match="setup"):
-        make_algorithm("reinforce").update(ro, scores)
+        update(make_algorithm("reinforce"), ro, scores)
     algo = make_algorithm("reinforce").setup(tiny_policy)
     with pytest.raises(ValueError, match="scores must have"):
-        algo.update(ro, scores[:, :1])
+        update(algo, ro, scores[:, :1])
     with pytest.raises(ValueError, match="multiple of group_size"):
-        GRPO(group_size=3).setup(tiny_policy).update(ro.select(torch.arange(4)), scores[:4])
+        update(GRPO(group_size=3).setup(tiny_policy), ro.select(torch.arange(4)), scores[:4])
 
 
 @pytest.mark.parametrize(
@@ -177,7 +189,11 @@ def test_update_before_setup_and_bad_shapes(task, tiny_policy):
         (GRPOConfig, dict(kl_estimator="k4"), "kl_estimator"),
         (GRPOConfig, dict(beta=-0.1), "beta"),
         (GRPOConfig, dict(epochs=0), "epochs"),
-        (GRPOConfig, dict(share_prompts="yes"), "share_prompts"),
+        (GRPOConfig, dict(leave_one_out="yes"), "leave_one_out"),
+        (GRPOConfig, dict(adam_betas=(0.9, 1.5)), "adam_betas"),
+        (ReinforceConfig, dict(gamma=1.5), "ReinforceConfig.gamma"),
+        (BaselineConfig, dict(baseline="median"), "BaselineConfig.baseline"),
+        (PPOConfig, dict(value_clip=0), "value_clip"),
     ],
 )
 def test_bad_config_values_are_named(cls, kwargs, match):
@@ -214,3 +230,20 @@ def test_plug_reaches_the_algorithms(task, tiny_policy):
     with pytest.raises(ValueError, match="not functions of grpo_edu.functional"):
         with grpo_edu.plug(not_a_function=spy):
             pass
+
+
+def test_plug_refuses_a_function_missing_a_parameter():
+    """The library calls every core function with its full signature: a homework version that
+    lacks a parameter is refused up front, naming it, instead of failing deep in training."""
+    import grpo_edu
+
+    def basic_group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=False):
+        return Fn.group_advantages(rewards, group_size, scale, eps, unbiased)
+
+    with pytest.raises(ValueError, match="no parameter leave_one_out"):
+        with grpo_edu.plug(group_advantages=basic_group_advantages):
+            pass
+    with pytest.raises(ValueError, match="must be callable"):
+        with grpo_edu.plug(group_advantages=3):
+            pass
+    assert Fn.group_advantages.__module__ == "grpo_edu.functional"  # nothing was swapped

@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 
@@ -79,6 +81,7 @@ def _grads(model, ro, share, weights):
 def test_shared_prompt_teacher_forcing_equals_the_full_forward(reference, rows):
     """Each distinct prompt run once, its KV cache handed to its G rows: the same log-probs,
     and the same gradient (it flows back through the shared prompt), up to float rounding."""
+    reference = copy.deepcopy(reference).requires_grad_(True)  # a copy: another test may have frozen it
     ro = generate(reference, _prompts(16), group_size=8, max_new_tokens=4, generator=torch.Generator().manual_seed(4))
     if rows == "minibatch":  # a shuffled half, as a minibatch sees it: groups broken up
         ro = ro.select(torch.randperm(ro.batch_size, generator=torch.Generator().manual_seed(0))[:64])

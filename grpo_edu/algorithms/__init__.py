@@ -1,19 +1,22 @@
-"""The four rungs of the ladder, each an `Algorithm` with the same interface.
+"""The four rungs of the ladder, each an `Algorithm` with the same two methods.
 
     algo = GRPO(GRPOConfig(beta=0.04))       # or Reinforce(), ReinforceBaseline(), PPO()
     algo.setup(policy, reference)
-    stats = algo.update(rollout, scores)
+    batch = algo.prepare(rollout, scores)    # advantages (no grad)
+    loss, stats = algo.loss(batch, idx)      # the objective on the rows idx (with grad)
 
-Switch algorithm by switching this one object; `make_algorithm("grpo", lr=1e-4)` builds
-one by name. Each file owns the line where its rung differs: reinforce.py the return,
-baseline.py ``G_t - b``, ppo.py the clipped surrogate and GAE, grpo.py the group advantage.
+`grpo_edu.train.update(algo, rollout, scores)` runs one update of the one loop with them.
+Switch algorithm by switching this one object; `make_algorithm("grpo", lr=1e-4)` builds one
+by name. Each file holds its rung whole: its flat config (every field commented), its
+advantage (``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``,
+ppo.py GAE and the clipped surrogate, grpo.py the group advantage and the clipped surrogate.
 """
 
-from .base import Algorithm, AlgorithmConfig, Batch, Estimate
+from .base import Algorithm, Batch
 from .baseline import BaselineConfig, ReinforceBaseline
-from .critic import Critic, CriticConfig, fit_critic
+from .critic import Critic, fit_critic
 from .grpo import GRPO, GRPOConfig
-from .ppo import PPO, ClipConfig, PPOConfig
+from .ppo import PPO, PPOConfig
 from .reinforce import Reinforce, ReinforceConfig
 
 ALGORITHMS = {
@@ -34,13 +37,9 @@ def make_algorithm(name: str, **config) -> Algorithm:
 __all__ = [
     "ALGORITHMS",
     "Algorithm",
-    "AlgorithmConfig",
     "Batch",
     "BaselineConfig",
-    "ClipConfig",
     "Critic",
-    "CriticConfig",
-    "Estimate",
     "GRPO",
     "GRPOConfig",
     "PPO",

@@ -1,28 +1,22 @@
-"""What every algorithm shares: the update step of the one loop.
+"""What the four rungs share that is not the algorithm: the batch they prepare, the wiring
+(policy, frozen reference, optimizer, critic) and the validation of their configs.
 
-    batch = algorithm.prepare(rollout, scores)   # no grad: pi_ref, KL in the reward, advantages
-    for epoch in range(epochs):                  # PPO/GRPO reuse the batch; REINFORCE: 1
-        for mb in minibatches(batch):
-            loss = algorithm.loss(batch, mb)     # the line where algorithms differ
-            loss.backward(); clip; optimizer.step()
-            (critic step, if there is a critic)
-    # pi_old <- pi_theta: the next rollout is sampled from the updated policy
-
-A subclass writes ``advantages(batch) -> Estimate`` and ``loss(batch, idx)`` (and, if it
-has one, ``make_critic``); everything else is here.
+Each rung's own file holds its config, its ``prepare`` (advantages) and its ``loss``; the
+update that calls them, epochs x minibatches of ``loss.backward(); clip; step``, is the
+one loop in ``grpo_edu/train.py``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 
 from .. import functional as Fn
 from ..rollout import Rollout, sequence_logprobs
 
-LOSS_TYPES = {
+LOSS_TYPES = {  # loss_type (TRL's name or ours) -> the aggregation of Fn.aggregate_loss
     "sequence_mean": "sequence_mean",
     "grpo": "sequence_mean",
     "token_mean": "token_mean",
@@ -32,11 +26,47 @@ LOSS_TYPES = {
     "dr_grpo": "constant",
 }
 
+# The allowed range of every config field that any rung has, in one table: a rung's config
+# lists its own fields (flat, no inheritance) and `validate` checks those it has.
+RULES = {
+    "lr": dict(lo=0, lo_open=True),
+    "max_grad_norm": dict(lo=0, lo_open=True),
+    "epochs": dict(lo=1),
+    "minibatches": dict(lo=1),
+    "group_size": dict(lo=1),
+    "beta": dict(lo=0),
+    "entropy_coef": dict(lo=0),
+    "temperature": dict(lo=0, lo_open=True),
+    "warmup_steps": dict(lo=0),
+    "gamma": dict(lo=0, hi=1),
+    "lam": dict(lo=0, hi=1),
+    "kl_placement": dict(choices={"reward", "loss", "none"}),
+    "kl_estimator": dict(choices={None, "k1", "k2", "k3"}),
+    "loss_type": dict(choices=set(LOSS_TYPES)),
+    "mask_truncated_completions": dict(choices={True, False}),
+    "whiten_advantages": dict(choices={True, False}),
+    "critic_lr": dict(lo=0, lo_open=True),
+    "critic_init": dict(choices={"policy", "random"}),
+    "value_clip": dict(lo=0, lo_open=True, optional=True),
+    "eps_low": dict(lo=0, lo_open=True, hi=1),
+    "eps_high": dict(lo=0, lo_open=True, optional=True),
+    "baseline": dict(choices={"critic", "batch_mean", "running_mean"}),
+    "running_mean_decay": dict(lo=0, hi=1),
+    "scale_rewards": dict(choices={"group", "batch", "none"}),
+    "unbiased_std": dict(choices={True, False}),
+    "adv_eps": dict(lo=0),
+    "leave_one_out": dict(choices={True, False}),
+    "dynamic_sampling": dict(choices={True, False}),
+    "max_resample": dict(lo=0),
+}
 
-def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None):
+
+def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None, optional=False):
     """Raise ``ValueError`` naming ``type(obj).name`` when its value is out of range."""
     v = getattr(obj, name)
     where = f"{type(obj).__name__}.{name}"
+    if optional and v is None:
+        return
     if choices is not None:
         if v not in choices:
             raise ValueError(f"{where} must be one of {sorted(map(str, choices))}, got {v!r}")
@@ -49,62 +79,26 @@ def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None):
         raise ValueError(f"{where} must be <= {hi}, got {v}")
 
 
-@dataclass
-class AlgorithmConfig:
-    lr: float = 3e-4  # AdamW learning rate of the policy
-    max_grad_norm: float = 1.0  # gradient clipping (global L2 norm)
-    epochs: int = 1  # passes over each rollout batch (TRL num_iterations, verl ppo_epochs)
-    minibatches: int = 1  # optimizer steps per epoch
-    group_size: int = 1  # samples per prompt (TRL num_generations)
-    beta: float = 0.0  # KL-to-reference coefficient
-    kl_placement: str = "reward"  # "reward" (in r_t, verl use_kl_in_reward) | "loss" (TRL/verl use_kl_loss) | "none"
-    kl_estimator: str | None = None  # "k1" | "k2" | "k3"; None: k1 in the reward, k3 in the loss
-    loss_type: str = "token_mean"  # "sequence_mean"/"grpo" | "token_mean"/"dapo"/"bnpo" | "constant"/"dr_grpo"
-    max_length: int | None = None  # constant of loss_type="constant" (default: the batch's T)
-    entropy_coef: float = 0.0  # entropy bonus
-    mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss
-    temperature: float = 1.0  # sampling temperature of the rollouts
-    warmup_steps: int = 0  # linear learning-rate warmup over this many optimizer updates
-    adam_betas: tuple = (0.9, 0.999)  # AdamW (beta1, beta2) (TRL adam_beta1, adam_beta2)
-    share_prompts: bool = True  # run each prompt once for its G rows (sampling, teacher forcing); same math
-
-    def __post_init__(self):
-        check_range(self, "lr", lo=0, lo_open=True)
-        check_range(self, "max_grad_norm", lo=0, lo_open=True)
-        for name in ("epochs", "minibatches", "group_size"):
-            check_range(self, name, lo=1)
-        check_range(self, "beta", lo=0)
-        check_range(self, "entropy_coef", lo=0)
-        check_range(self, "temperature", lo=0, lo_open=True)
-        check_range(self, "warmup_steps", lo=0)
-        check_range(self, "kl_placement", choices={"reward", "loss", "none"})
-        check_range(self, "kl_estimator", choices={None, "k1", "k2", "k3"})
-        check_range(self, "loss_type", choices=set(LOSS_TYPES))
-        check_range(self, "share_prompts", choices={True, False})
-        b = self.adam_betas
-        if not (
-            isinstance(b, (tuple, list)) and len(b) == 2 and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in b)
-        ):
-            raise ValueError(f"{type(self).__name__}.adam_betas must be a pair of numbers in [0, 1), got {b!r}")
-
-    @property
-    def kl_kind(self) -> str:
-        if self.kl_estimator is not None:
-            return self.kl_estimator
-        return "k3" if self.kl_placement == "loss" else "k1"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+def validate(config, **own_rules) -> None:
+    """Check every field of ``config`` that has a rule (`RULES`, or ``own_rules`` first)."""
+    for f in fields(config):
+        rule = own_rules.get(f.name, RULES.get(f.name))
+        if rule is not None:
+            check_range(config, f.name, **rule)
+    betas = getattr(config, "adam_betas", (0.9, 0.999))
+    if not (
+        isinstance(betas, (tuple, list))
+        and len(betas) == 2
+        and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in betas)
+    ):
+        raise ValueError(f"{type(config).__name__}.adam_betas must be a pair of numbers in [0, 1), got {betas!r}")
 
 
-@dataclass
-class Estimate:
-    """What ``advantages`` returns: the advantages and, with a critic, its targets."""
-
-    advantages: torch.Tensor  # [B] or [B, T]
-    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
-    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
-    stats: dict = field(default_factory=dict)  # numbers for the training log
+def kl_kind(config) -> str:
+    """The KL estimator a config uses: its ``kl_estimator``, else k1 in the reward, k3 in the loss."""
+    if config.kl_estimator is not None:
+        return config.kl_estimator
+    return "k3" if config.kl_placement == "loss" else "k1"
 
 
 @dataclass
@@ -117,13 +111,14 @@ class Batch:
     mask: torch.Tensor  # [B, T] loss mask (completion mask, maybe minus truncated rows)
     old_logp: torch.Tensor  # [B, T] log pi_old (the sampling policy)
     ref_logp: torch.Tensor | None  # [B, T] log pi_ref, or None without a reference
-    advantages: torch.Tensor | None = None  # [B] or [B, T], from Estimate
-    returns: torch.Tensor | None = None
-    old_values: torch.Tensor | None = None
-    stats: dict = field(default_factory=dict)
+    advantages: torch.Tensor | None = None  # [B] or [B, T]
+    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
+    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
+    stats: dict = field(default_factory=dict)  # numbers for the training log
 
 
 def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
+    """``x`` unchanged, or a ``FloatingPointError`` naming ``quantity`` and its first bad value."""
     if not bool(torch.isfinite(x).all()):
         bad = x[~torch.isfinite(x)].flatten()[0].item()
         raise FloatingPointError(f"{quantity} is {bad}")
@@ -131,10 +126,11 @@ def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
 
 
 class Algorithm:
-    """Base class: the optimizer step routine shared by all algorithms."""
+    """The wiring every rung shares; a rung writes ``prepare(rollout, scores) -> Batch`` and
+    ``loss(batch, idx) -> (loss, stats)`` (and ``make_critic`` if it learns one)."""
 
     name = "algorithm"
-    Config = AlgorithmConfig
+    Config = None
 
     def __init__(self, config=None, **overrides):
         if config is None:
@@ -146,7 +142,6 @@ class Algorithm:
         self.config = config
         self.policy = self.reference = self.critic = self.optimizer = None
 
-    # -- wiring -----------------------------------------------------------------------
     def setup(self, policy, reference=None, generator: torch.Generator | None = None):
         """Attach the policy (trained), the frozen reference, the optimizer and the critic."""
         self.policy, self.reference = policy, reference
@@ -164,7 +159,7 @@ class Algorithm:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda u: min(1.0, (u + 1) / w) if w > 0 else 1.0
         )
-        self.generator = generator
+        self.generator = generator  # the minibatch shuffle
         self.critic = self.make_critic(policy)
         return self
 
@@ -172,127 +167,34 @@ class Algorithm:
         """The critic (a `Critic`) of algorithms that learn one; None for the others."""
         return None
 
-    def collect(self, sample):
-        """One rollout for the update: ``sample()`` -> (rollout, scores, problems). Returns
-        ``(rollout, scores, problems, generated)``; GRPO's dynamic sampling overrides this."""
-        rollout, scores, problems = sample()
-        return rollout, scores, problems, rollout.batch_size
-
-    # -- the pieces a subclass writes -----------------------------------------------------
-    def advantages(self, batch: Batch) -> Estimate:
+    def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
         raise NotImplementedError
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         """``(scalar loss, stats dict)`` on the rows ``idx`` of the batch (with grad)."""
         raise NotImplementedError
 
-    # -- shared machinery ---------------------------------------------------------------
-    @torch.no_grad()
-    def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
-        """pi_ref's log-probs, the KL penalty in the reward (if placed there), advantages."""
-        cfg = self.config
-        mask = rollout.mask
-        if cfg.mask_truncated_completions:
-            mask = mask * (~rollout.truncated).float()[:, None]
-        uses_reference = self.reference is not None and cfg.beta > 0 and cfg.kl_placement != "none"
-        ref_logp = self.logprobs(self.reference, rollout) if uses_reference else None  # pi_ref costs a forward
-        if cfg.beta > 0 and cfg.kl_placement == "reward":
-            if ref_logp is None:
-                raise ValueError("beta > 0 with kl_placement='reward' needs a reference policy")
-            kind = {} if cfg.kl_kind == "k1" else {"kind": cfg.kl_kind}  # a homework version may lack `kind`
-            scores, rewards = Fn.kl_penalized_rewards(
-                scores, rollout.logprobs, ref_logp, rollout.mask, cfg.beta, **kind
-            )
-        else:
-            rewards = Fn.masked_sum(scores, rollout.mask, dim=1)
-        batch = Batch(rollout, scores, rewards, mask, rollout.logprobs, ref_logp)
-        est = self.advantages(batch)
-        batch.advantages = finite(est.advantages, "advantages")
-        batch.returns, batch.old_values, batch.stats = est.returns, est.old_values, dict(est.stats)
-        return batch
+    # -- small helpers the rungs' prepare and loss call -------------------------------------
+    def loss_mask(self, rollout: Rollout) -> torch.Tensor:
+        """The completion mask, minus the truncated rows with ``mask_truncated_completions``."""
+        if getattr(self.config, "mask_truncated_completions", False):
+            return rollout.mask * (~rollout.truncated).float()[:, None]
+        return rollout.mask
 
-    def logprobs(self, model, rollout: Rollout, **kw):
-        """``sequence_logprobs`` under this config's ``share_prompts`` (each prompt run once)."""
-        return sequence_logprobs(model, rollout, share_prompts=self.config.share_prompts, **kw)
+    def reference_logprobs(self, rollout: Rollout) -> torch.Tensor | None:
+        """``log pi_ref(a_t|s_t)`` [B, T] when the KL penalty is on (it costs a forward), else None."""
+        cfg = self.config
+        if getattr(cfg, "beta", 0) <= 0 or cfg.kl_placement == "none":
+            return None
+        if self.reference is None:
+            raise ValueError(f"beta > 0 with kl_placement={cfg.kl_placement!r} needs a reference policy")
+        return sequence_logprobs(self.reference, rollout)
 
     def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
         """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
-        return self.logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
+        return sequence_logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
 
-    def finish_loss(self, per_token, batch: Batch, idx, logp, logits, stats: dict | None = None):
-        """Per-token policy loss -> scalar: + beta * KL (kl_placement="loss"), aggregated
-        over tokens by ``loss_type``, - entropy bonus. Returns ``(loss, stats)``."""
-        cfg = self.config
-        if cfg.beta > 0 and cfg.kl_placement == "loss":
-            if batch.ref_logp is None:
-                raise ValueError("beta > 0 with kl_placement='loss' needs a reference policy")
-            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):  # logged only, unless a bonus
-            ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
-        agg = Fn.aggregate_loss(per_token, batch.mask[idx], LOSS_TYPES[cfg.loss_type], cfg.max_length)
-        loss = agg - cfg.entropy_coef * ent if cfg.entropy_coef > 0 else agg
-        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **(stats or {})}
-
-    def minibatch_indices(self, B: int):
-        n = self.config.minibatches
-        if n > B:
-            raise ValueError(f"minibatches ({n}) exceeds the batch size ({B})")
-        perm = torch.randperm(B, generator=self.generator) if n > 1 else torch.arange(B)
-        return list(perm.chunk(n))
-
-    def _check(self, rollout, scores):
-        if self.policy is None:
-            raise RuntimeError(f"call {type(self).__name__}.setup(policy, reference) before update()")
-        if scores.shape != rollout.mask.shape:
-            raise ValueError(
-                f"scores must have the rollout's shape {tuple(rollout.mask.shape)}, got {tuple(scores.shape)}"
-            )
-        if rollout.batch_size % self.config.group_size:
-            raise ValueError(
-                f"batch of {rollout.batch_size} rows is not a multiple of group_size={self.config.group_size}"
-            )
-
-    def _step(self, loss) -> float:
-        """backward, clip the gradient norm, AdamW step; returns the norm before clipping."""
-        finite(loss.detach(), "policy loss")
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
-        finite(gn.detach(), "policy gradient norm")
-        self.optimizer.step()
-        self.scheduler.step()
-        return float(gn)
-
-    def update(self, rollout: Rollout, scores: torch.Tensor) -> dict:
-        """One training step on a rollout: prepare, then epochs x minibatches of updates."""
-        self._check(rollout, scores)
-        batch = self.prepare(rollout, scores)
-        self.policy.train()
-        sums: dict[str, float] = {}
-        grad_norms = []
-        for _ in range(self.config.epochs):
-            for idx in self.minibatch_indices(rollout.batch_size):
-                idx = idx.to(rollout.mask.device)
-                loss, st = self.loss(batch, idx)
-                grad_norms.append(self._step(loss))
-                if self.critic is not None:  # the critic's own step, after the policy's
-                    st["value_loss"] = self.critic.step(
-                        batch.rollout.select(idx), batch.returns[idx], batch.mask[idx], batch.old_values[idx]
-                    )
-                for k, v in st.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
-        self.policy.eval()
-        out = {k: v / len(grad_norms) for k, v in sums.items()}
-        out.update(batch.stats)
-        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
-        out["updates"] = len(grad_norms)
-        out.update(self.rollout_stats(batch))
-        return out
-
-    @torch.no_grad()
-    def rollout_stats(self, batch: Batch) -> dict:
-        r = batch.rollout
-        stats = {"completion_length": float(r.lengths.mean()), "truncated_frac": float(r.truncated.float().mean())}
-        if batch.ref_logp is not None:
-            stats["kl"] = float(Fn.masked_mean(Fn.kl_estimate(batch.old_logp, batch.ref_logp, "k3"), r.mask))
-        return stats
+    def entropy(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Mean token entropy; with grad only when it is a bonus (``entropy_coef > 0``)."""
+        with torch.set_grad_enabled(self.config.entropy_coef > 0 and torch.is_grad_enabled()):
+            return Fn.masked_mean(Fn.entropy(logits), mask)

@@ -3,33 +3,51 @@
     A_t = G_t - b(s_t)          E[b(s_t) grad log pi(a_t|s_t)] = 0, so still unbiased
 
 ``baseline="critic"``: a learned value function V_phi(s_t) (same size as the policy),
-regressed on the returns, ``L_V = 1/2 (V_phi(s_t) - G_t)^2``.
+regressed on the returns, ``L_V = 1/2 (V_phi(s_t) - G_t)^2`` (its step: `Critic.step`,
+taken by the loop in ``train.py`` after the policy's).
 ``baseline="batch_mean"``: b = mean reward of this batch (no parameters).
 ``baseline="running_mean"``: b = exponential moving average of past batch rewards.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+import torch
 
 from .. import functional as Fn
-from .base import Batch, Estimate, check_range
-from .critic import Critic, CriticConfig
-from .reinforce import Reinforce, ReinforceConfig
+from .base import LOSS_TYPES, Algorithm, Batch, validate
+from .critic import Critic
 
 
 @dataclass
-class BaselineConfig(ReinforceConfig, CriticConfig):
-    baseline: str = "critic"  # "critic" | "batch_mean" | "running_mean"
+class BaselineConfig:
+    baseline: str = "critic"  # b(s_t): "critic" (V_phi) | "batch_mean" | "running_mean"
     running_mean_decay: float = 0.9  # b <- decay * b + (1 - decay) * mean(R)
+    critic_lr: float = 1e-3  # AdamW learning rate of the critic (verl critic.optim.lr)
+    critic_init: str = "policy"  # "policy": the critic starts from the policy's trunk | "random"
+    value_clip: float | None = None  # clip of the value update around V_old, None: off (verl cliprange_value)
+    gamma: float = 1.0  # discount of the return G_t (verl algorithm.gamma)
+    group_size: int = 1  # completions per prompt (TRL num_generations)
+    temperature: float = 1.0  # sampling temperature of the rollouts (TRL temperature)
+    loss_type: str = "token_mean"  # how per-token losses become one number: "token_mean" | "sequence_mean" | "constant"
+    max_length: int | None = None  # the constant of loss_type="constant" (default: the batch's T)
+    entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
+    lr: float = 3e-4  # AdamW learning rate of the policy (TRL learning_rate)
+    max_grad_norm: float = 1.0  # global L2 gradient clipping, policy and critic (TRL max_grad_norm)
+    epochs: int = 1  # passes over each batch: 1, the on-policy gradient (TRL num_iterations)
+    minibatches: int = 1  # optimizer steps per pass (TRL steps_per_generation)
+    warmup_steps: int = 0  # linear learning-rate warmup, in optimizer updates (TRL warmup_steps)
+    adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
 
     def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "baseline", choices={"critic", "batch_mean", "running_mean"})
-        check_range(self, "running_mean_decay", lo=0, hi=1)
+        validate(self)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-class ReinforceBaseline(Reinforce):
+class ReinforceBaseline(Algorithm):
     name = "baseline"
     Config = BaselineConfig
 
@@ -38,17 +56,37 @@ class ReinforceBaseline(Reinforce):
         self.running_mean = None  # b of the "running_mean" baseline, carried across steps
 
     def make_critic(self, policy):
-        return Critic.from_config(policy, self.config) if self.config.baseline == "critic" else None
+        cfg = self.config
+        if cfg.baseline != "critic":
+            return None
+        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip)
 
-    def advantages(self, batch: Batch) -> Estimate:
-        returns, mask = self.returns(batch), batch.rollout.mask
+    @torch.no_grad()
+    def prepare(self, rollout, scores) -> Batch:
+        cfg, mask = self.config, rollout.mask
+        returns = Fn.discounted_returns(scores, mask, cfg.gamma)  # G_t = sum_k gamma^k r_{t+k}
+        rewards = Fn.masked_sum(scores, mask, dim=1)
+        batch = Batch(rollout, scores, rewards, mask, rollout.logprobs, None)
         if self.critic is not None:
-            values = self.critic.values(batch.rollout)  # b = V(s_t)
-            adv = Fn.baseline_advantages(returns, values, mask)  # A_t = G_t - V(s_t)
-            return Estimate(adv, returns, values, {"value_mean": float(Fn.masked_mean(values, mask))})
-        mean_reward = float(batch.rewards.mean())
-        b = mean_reward
-        if self.config.baseline == "running_mean":
+            values = self.critic.values(rollout)  # b = V(s_t)
+            batch.advantages = Fn.baseline_advantages(returns, values, mask)  # A_t = G_t - V(s_t)
+            batch.returns, batch.old_values = returns, values  # the critic's regression targets
+            batch.stats = {"value_mean": float(Fn.masked_mean(values, mask))}
+            return batch
+        b = mean_reward = float(rewards.mean())
+        if cfg.baseline == "running_mean":
             b = mean_reward if self.running_mean is None else self.running_mean
-            self.running_mean = Fn.running_mean(self.running_mean, mean_reward, self.config.running_mean_decay)
-        return Estimate(Fn.baseline_advantages(returns, b, mask), stats={"baseline": b})  # A_t = G_t - b
+            self.running_mean = Fn.running_mean(self.running_mean, mean_reward, cfg.running_mean_decay)
+        batch.advantages = Fn.baseline_advantages(returns, b, mask)  # A_t = G_t - b
+        batch.stats = {"baseline": b}
+        return batch
+
+    def loss(self, batch: Batch, idx: torch.Tensor):
+        cfg = self.config
+        logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
+        per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi(a_t|s_t)
+        loss = Fn.aggregate_loss(per_token, batch.mask[idx], LOSS_TYPES[cfg.loss_type], cfg.max_length)
+        ent = self.entropy(logits, batch.rollout.mask[idx])
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * ent
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach())}

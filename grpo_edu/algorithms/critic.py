@@ -10,7 +10,6 @@ critic fitted at a fixed policy, for the variance measurements).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,21 +17,6 @@ import torch
 from .. import functional as Fn
 from ..model import ValueModel
 from ..rollout import completion_values, sample_batch
-from .base import AlgorithmConfig, check_range
-
-
-@dataclass
-class CriticConfig(AlgorithmConfig):
-    critic_lr: float = 1e-3  # AdamW learning rate of the critic
-    critic_init: str = "policy"  # "policy": start from the policy's trunk | "random"
-    value_clip: float | None = None  # clip of the value update around V_old (None: off)
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "critic_lr", lo=0, lo_open=True)
-        check_range(self, "critic_init", choices={"policy", "random"})
-        if self.value_clip is not None:
-            check_range(self, "value_clip", lo=0, lo_open=True)
 
 
 class Critic:
@@ -45,7 +29,6 @@ class Critic:
         init: str = "policy",
         max_grad_norm: float = 1.0,
         value_clip: float | None = None,
-        share_prompts: bool = True,
     ):
         if init == "policy":
             self.model = ValueModel.from_policy(policy)
@@ -53,22 +36,15 @@ class Critic:
             self.model = ValueModel(policy.config).to(policy.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         self.max_grad_norm, self.value_clip = max_grad_norm, value_clip
-        self.share_prompts = share_prompts  # run each distinct prompt once (rollout.shared_prompts); same math
-
-    @classmethod
-    def from_config(cls, policy, config: CriticConfig) -> "Critic":
-        return cls(
-            policy, config.critic_lr, config.critic_init, config.max_grad_norm, config.value_clip, config.share_prompts
-        )
 
     @torch.no_grad()
     def values(self, rollout) -> torch.Tensor:
         """``V(s_t)`` of every completion step, ``[B, T]``, no grad (a baseline is data)."""
-        return completion_values(self.model, rollout, self.share_prompts)
+        return completion_values(self.model, rollout)
 
     def step(self, rollout, returns, mask, old_values=None) -> float:
         """One AdamW step on ``L_V``; returns the loss (before the step)."""
-        values = completion_values(self.model, rollout, self.share_prompts)
+        values = completion_values(self.model, rollout)
         vloss = Fn.value_loss(
             values, returns, mask, old_values if self.value_clip is not None else None, self.value_clip
         )

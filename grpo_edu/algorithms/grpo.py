@@ -7,58 +7,134 @@ For each prompt q, sample G completions a_1..a_G from pi_old and score them:
     L   = agg_{i,t} -min(rho_{i,t} A_i, clip(rho_{i,t}, 1-eps_low, 1+eps_high) A_i)
           [+ beta * k3(pi_theta, pi_ref)                        (kl_placement="loss")]
 
-then several epochs over the batch with pi_old fixed, and pi_old <- pi_theta. The loss is
-PPO's (`PPO.loss`, inherited); what differs is the advantage: no value model, the G samples
-of the same prompt are each other's baseline.
+then several epochs over the batch with pi_old fixed (the loop in ``train.py``), and
+pi_old <- pi_theta. No value model: the G samples of the same prompt are each other's
+baseline. ``prepare`` below is the advantage, ``loss`` the objective, each a few calls into
+`grpo_edu.functional` with its equation beside it.
 
 The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+import torch
 
 from .. import functional as Fn
-from .base import Batch, Estimate, check_range
-from .dynamic_sampling import DynamicSampling
-from .ppo import PPO, ClipConfig
+from ..rollout import Rollout
+from .base import LOSS_TYPES, Algorithm, Batch, kl_kind, validate
 
 
 @dataclass
-class GRPOConfig(ClipConfig):
-    group_size: int = 8  # G, samples per prompt (TRL num_generations)
-    epochs: int = 2  # passes over each batch with pi_old fixed (TRL num_iterations)
-    minibatches: int = 2  # optimizer steps per epoch
-    beta: float = 0.04  # KL coefficient
-    kl_placement: str = "loss"  # GRPO paper (DeepSeekMath): beta*k3 in the loss; "reward": in r_t
-    scale_rewards: str = "group"  # "group" | "batch" | "none" (Dr. GRPO), as TRL names it
-    unbiased_std: bool = False  # std with 1/(G-1) (torch.std) instead of the derivation's 1/G
-    adv_eps: float = 1e-4  # eps in (r - mean) / (std + eps)
+class GRPOConfig:
+    # the group and its advantage
+    group_size: int = 8  # G, completions per prompt (TRL num_generations, verl rollout.n)
+    scale_rewards: str = "group"  # divide by the std of the "group" | "batch" | "none" (Dr. GRPO) (TRL scale_rewards)
+    unbiased_std: bool = False  # std with 1/(G-1) (torch.std, TRL) instead of the derivation's 1/G
+    adv_eps: float = 1e-4  # eps in (r - mean) / (std + eps) (TRL: fixed 1e-4)
     leave_one_out: bool = False  # RLOO: centre on the mean of the other G-1 (verl adv_estimator="rloo")
+    # the clipped objective
+    eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
+    eps_high: float | None = None  # clip range above (TRL epsilon_high, verl clip_ratio_high); None = eps_low
+    # the KL to the reference
+    beta: float = 0.04  # KL coefficient (TRL beta, verl kl_loss_coef)
+    kl_placement: str = "loss"  # "loss": beta*k3 in the loss (GRPO paper; verl use_kl_loss) | "reward" | "none"
+    kl_estimator: str | None = None  # "k1" | "k2" | "k3"; None: k3 in the loss, k1 in the reward (verl kl_loss_type)
+    # per-token losses -> one number
     loss_type: str = "token_mean"  # "dapo"/"bnpo"/"token_mean" | "grpo"/"sequence_mean" | "dr_grpo"/"constant"
+    max_length: int | None = None  # the constant of loss_type="constant" (TRL max_completion_length); None: batch's T
+    mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss (TRL)
+    entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
+    # sampling
+    temperature: float = 1.0  # sampling temperature, also of the training log-probs (TRL temperature)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, sample more
     max_resample: int = 4  # at most this many extra generation rounds for dynamic sampling
+    # optimisation
+    lr: float = 3e-4  # AdamW learning rate (TRL learning_rate)
+    max_grad_norm: float = 1.0  # global L2 gradient clipping (TRL max_grad_norm)
+    epochs: int = 2  # passes over each batch with pi_old fixed (TRL num_iterations, verl ppo_epochs)
+    minibatches: int = 2  # optimizer steps per pass (TRL steps_per_generation)
+    warmup_steps: int = 0  # linear learning-rate warmup, in optimizer updates (TRL warmup_steps)
+    adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
 
     def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "group_size", lo=2)
-        check_range(self, "scale_rewards", choices={"group", "batch", "none"})
-        check_range(self, "adv_eps", lo=0)
-        check_range(self, "max_resample", lo=0)
+        validate(self, group_size=dict(lo=2))  # a group of one has no baseline
+
+    @property
+    def kl_kind(self) -> str:
+        return kl_kind(self)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-class GRPO(DynamicSampling, PPO):
+class GRPO(Algorithm):
     name = "grpo"
     Config = GRPOConfig
 
-    def make_critic(self, policy):
-        return None  # no value model: the group is the baseline
-
-    def advantages(self, batch: Batch) -> Estimate:
-        cfg = self.config
-        rloo = {"leave_one_out": True} if cfg.leave_one_out else {}  # a homework version may lack it
-        adv, st = Fn.group_advantages(
-            batch.rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std, **rloo
+    @torch.no_grad()
+    def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
+        cfg, mask = self.config, rollout.mask
+        ref_logp = self.reference_logprobs(rollout)  # log pi_ref, when beta > 0 (a forward)
+        if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_i = sum_t (score_t - beta * KL_t)
+            scores, rewards = Fn.kl_penalized_rewards(
+                scores, rollout.logprobs, ref_logp, mask, cfg.beta, kind=kl_kind(cfg)
+            )
+        else:
+            rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
+        adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
+            rewards,
+            cfg.group_size,
+            scale=cfg.scale_rewards,
+            eps=cfg.adv_eps,
+            unbiased=cfg.unbiased_std,
+            leave_one_out=cfg.leave_one_out,
         )
-        # [B]: every token of a completion gets its completion's advantage
-        return Estimate(adv, stats={"frac_reward_zero_std": st["frac_zero_std"]})
+        stats = {"frac_reward_zero_std": st["frac_zero_std"]}
+        # adv is [B]: every token of a completion gets its completion's advantage
+        return Batch(rollout, scores, rewards, self.loss_mask(rollout), rollout.logprobs, ref_logp, adv, stats=stats)
+
+    def loss(self, batch: Batch, idx: torch.Tensor):
+        cfg, mask = self.config, batch.mask[idx]
+        logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
+        per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
+            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=mask
+        )
+        if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
+            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], kl_kind(cfg))
+        loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES[cfg.loss_type], cfg.max_length)  # agg_{i,t}
+        ent = self.entropy(logits, batch.rollout.mask[idx])
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * ent
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **clip_stats}
+
+
+def informative_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """A bool [B] mask of the rows whose group's rewards differ (an all-equal group has A = 0)."""
+    g = rewards.view(-1, group_size)
+    return ((g.max(dim=1).values - g.min(dim=1).values) > 0).repeat_interleave(group_size)
+
+
+def dynamic_sampling(sample, group_size: int, max_resample: int):
+    """DAPO's dynamic sampling: keep only the informative groups of ``sample()`` (which returns
+    ``(rollout, scores, problems)``), sample again until there are as many as one rollout has,
+    at most ``max_resample`` extra rounds. Returns ``(rollout, scores, problems, generated)``;
+    ``generated`` counts every completion sampled, kept or not (the cost)."""
+    G, parts, kept, generated, have = group_size, [], [], 0, 0
+    for _ in range(max_resample + 1):
+        ro, scores, problems = sample()
+        generated += ro.batch_size
+        idx = informative_groups(scores.sum(dim=1), G).nonzero().squeeze(1)
+        idx = idx[: (ro.batch_size // G - have) * G]
+        if len(idx):
+            parts.append((ro.select(idx), scores[idx]))
+            kept += [problems[i] for i in idx.tolist()]
+            have += len(idx) // G
+        if have >= ro.batch_size // G:
+            break
+    if not parts:  # nothing informative at all: the last (all-equal) batch
+        return ro, scores, problems, generated
+    T = max(s.shape[1] for _, s in parts)
+    scores = torch.cat([torch.nn.functional.pad(s, (0, T - s.shape[1])) for _, s in parts])
+    return Rollout.concat([r for r, _ in parts]), scores, kept, generated

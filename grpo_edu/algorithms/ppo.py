@@ -1,53 +1,61 @@
 """PPO with a critic, as PPO for language models does it.
 
-    r_t   = r_phi(q, a_<=t) - beta * log(pi_old / pi_ref)        KL penalty inside the reward
+    r_t     = r_phi(q, a_<=t) - beta * log(pi_old / pi_ref)      KL penalty inside the reward
     delta_t = r_t + gamma V(s_{t+1}) - V(s_t);  A_t = sum_k (gamma lambda)^k delta_{t+k}   (GAE)
     L_clip  = -min(rho_t A_t, clip(rho_t, 1 - eps_low, 1 + eps_high) A_t),  rho_t = pi_theta / pi_old
     L_V     = 1/2 (V(s_t) - (A_t + V_old(s_t)))^2               (optionally clipped)
 
-Several epochs of minibatches over each rollout; the critic takes its own optimizer step
-after the policy's (two backward passes, so only one graph is alive at a time).
+Several epochs of minibatches over each rollout (the loop in ``train.py``); the critic takes
+its own optimizer step after the policy's (two backward passes, so only one graph is alive
+at a time).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
 from .. import functional as Fn
-from .base import Algorithm, AlgorithmConfig, Batch, Estimate, check_range
-from .critic import Critic, CriticConfig
+from .base import LOSS_TYPES, Algorithm, Batch, kl_kind, validate
+from .critic import Critic
 
 
 @dataclass
-class ClipConfig(AlgorithmConfig):
-    """The clip range of the surrogate (PPO and GRPO)."""
-
+class PPOConfig:
     eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
-    eps_high: float | None = None  # clip range above (TRL epsilon_high); None = eps_low; larger = clip-higher
+    eps_high: float | None = None  # clip range above (TRL epsilon_high, verl clip_ratio_high); None = eps_low
+    gamma: float = 1.0  # discount (verl algorithm.gamma)
+    lam: float = 1.0  # GAE lambda; 1.0: Monte Carlo returns minus V (verl algorithm.lam)
+    whiten_advantages: bool = True  # normalise A over the batch's tokens (TRL PPOTrainer whitens too)
+    critic_lr: float = 1e-3  # AdamW learning rate of the critic (verl critic.optim.lr)
+    critic_init: str = "policy"  # "policy": the critic starts from the policy's trunk | "random"
+    value_clip: float | None = 0.2  # clip of the value update around V_old, None: off (verl cliprange_value)
+    beta: float = 0.04  # KL-to-reference coefficient (verl kl_ctrl.kl_coef)
+    kl_placement: str = "reward"  # "reward": in r_t (verl use_kl_in_reward) | "loss" (verl use_kl_loss) | "none"
+    kl_estimator: str | None = None  # "k1" | "k2" | "k3"; None: k1 in the reward, k3 in the loss (verl kl_penalty)
+    group_size: int = 1  # completions per prompt (TRL num_generations); PPO needs no group
+    temperature: float = 1.0  # sampling temperature of the rollouts (TRL temperature)
+    loss_type: str = "token_mean"  # "token_mean"/"dapo"/"bnpo" | "sequence_mean"/"grpo" | "constant"/"dr_grpo"
+    max_length: int | None = None  # the constant of loss_type="constant" (default: the batch's T)
+    entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
+    mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss (TRL)
+    lr: float = 3e-4  # AdamW learning rate of the policy (TRL learning_rate)
+    max_grad_norm: float = 1.0  # global L2 gradient clipping, policy and critic (TRL max_grad_norm)
+    epochs: int = 2  # passes over each batch with pi_old fixed (verl ppo_epochs)
+    minibatches: int = 2  # optimizer steps per pass (verl ppo_mini_batch_size = B / minibatches)
+    warmup_steps: int = 0  # linear learning-rate warmup, in optimizer updates (TRL warmup_steps)
+    adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
 
     def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "eps_low", lo=0, lo_open=True, hi=1)
-        if self.eps_high is not None:
-            check_range(self, "eps_high", lo=0, lo_open=True)
+        validate(self)
 
+    @property
+    def kl_kind(self) -> str:
+        return kl_kind(self)
 
-@dataclass
-class PPOConfig(ClipConfig, CriticConfig):
-    epochs: int = 2
-    minibatches: int = 2
-    beta: float = 0.04  # KL penalty in the reward
-    gamma: float = 1.0
-    lam: float = 1.0  # GAE lambda (1.0: Monte Carlo returns minus V)
-    whiten_advantages: bool = True  # normalise A over the batch's tokens
-    value_clip: float | None = 0.2  # PPO clips the value update too
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "gamma", lo=0, hi=1)
-        check_range(self, "lam", lo=0, hi=1)
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 class PPO(Algorithm):
@@ -55,20 +63,37 @@ class PPO(Algorithm):
     Config = PPOConfig
 
     def make_critic(self, policy):
-        return Critic.from_config(policy, self.config)
+        cfg = self.config
+        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip)
 
-    def advantages(self, batch: Batch) -> Estimate:
-        cfg, mask = self.config, batch.rollout.mask
-        values = self.critic.values(batch.rollout)  # V(s_t) before the update
-        adv, returns = Fn.gae(batch.scores, values, mask, cfg.gamma, cfg.lam)
+    @torch.no_grad()
+    def prepare(self, rollout, scores) -> Batch:
+        cfg, mask = self.config, rollout.mask
+        loss_mask = self.loss_mask(rollout)
+        ref_logp = self.reference_logprobs(rollout)  # log pi_ref, when beta > 0 (a forward)
+        if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_t = score_t - beta * KL_t
+            scores, rewards = Fn.kl_penalized_rewards(
+                scores, rollout.logprobs, ref_logp, mask, cfg.beta, kind=kl_kind(cfg)
+            )
+        else:
+            rewards = Fn.masked_sum(scores, mask, dim=1)
+        values = self.critic.values(rollout)  # V(s_t) before the update
+        adv, returns = Fn.gae(scores, values, mask, cfg.gamma, cfg.lam)  # A_t by GAE; returns = A_t + V(s_t)
         if cfg.whiten_advantages:
-            adv = Fn.masked_whiten(adv, batch.mask if batch.mask.sum() > 0 else mask)
-        return Estimate(adv, returns, values, {"value_mean": float(Fn.masked_mean(values, mask))})
+            adv = Fn.masked_whiten(adv, loss_mask if loss_mask.sum() > 0 else mask)
+        stats = {"value_mean": float(Fn.masked_mean(values, mask))}
+        return Batch(rollout, scores, rewards, loss_mask, rollout.logprobs, ref_logp, adv, returns, values, stats)
 
     def loss(self, batch: Batch, idx: torch.Tensor):
-        cfg = self.config
-        logp, logits = self.policy_logprobs(batch, idx)
-        per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho) A)
-            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=batch.mask[idx]
+        cfg, mask = self.config, batch.mask[idx]
+        logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
+        per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
+            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=mask
         )
-        return self.finish_loss(per_token, batch, idx, logp, logits, clip_stats)
+        if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * KL_t in the loss instead of the reward
+            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], kl_kind(cfg))
+        loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES[cfg.loss_type], cfg.max_length)
+        ent = self.entropy(logits, batch.rollout.mask[idx])
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * ent
+        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **clip_stats}

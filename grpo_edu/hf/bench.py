@@ -37,7 +37,8 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
 
     transformers = _require("transformers")
     from ..algorithms import make_algorithm
-    from ..rollout import expand, generate
+    from ..rollout import expand, generate, prompt_sharing
+    from ..train import update
 
     per_cycle = cfg.epochs * cfg.minibatches
     acc = {"sample": 0.0, "reward": 0.0, "prep": 0.0, "mark": 0.0}
@@ -46,7 +47,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
     def grpo_edu_cycles(share: bool):
         """A function that runs and times one grpo_edu cycle; ``share``: run each prompt once
         (generation and teacher forcing), the library's default; False: the ablation."""
-        algo = make_algorithm("grpo", **{**cfg.to_dict(), "share_prompts": share})
+        algo = make_algorithm("grpo", **cfg.to_dict())
         algo.setup(copy.deepcopy(policy), policy, generator=torch.Generator().manual_seed(seed + 1))
         gen, rng, clock, times = torch.Generator().manual_seed(seed), np.random.default_rng(seed), {"prep": 0.0}, []
         _timed(algo, "prepare", clock, "prep")
@@ -67,7 +68,8 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
             t1 = time.perf_counter()
             scores = task.token_scores(expand(problems, cfg.group_size), ro.completion_ids, ro.mask)
             t2 = time.perf_counter()
-            algo.update(ro, scores)
+            with prompt_sharing(share):
+                update(algo, ro, scores)
             t3 = time.perf_counter()
             times.append(
                 {"total": t3 - t0, "sample": t1 - t0, "reward": t2 - t1, "prep": clock["prep"],

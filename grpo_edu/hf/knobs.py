@@ -181,7 +181,6 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     ("leave_one_out", "-", "RLOO baseline: TRL's RLOOTrainer, not GRPOTrainer", _leave_one_out),
     ("dynamic_sampling", "-", "DAPO dynamic sampling: no GRPOTrainer counterpart", _dynamic),
     ("max_resample", "-", "only used with dynamic_sampling", lambda c, a: {}),
-    ("share_prompts", "-", "speed, not math: TRL runs every row's own copy of its prompt", lambda c, a: {}),
 ]
 KNOB_MAP = tuple((ours, trl, note) for ours, trl, note, _ in _ROWS)
 """(grpo_edu GRPOConfig field, TRL GRPOConfig field(s), note), one row per field."""
@@ -197,7 +196,7 @@ NO_COUNTERPART = (
     ("grpo_edu", "warmup_steps > 0", "HF's linear warmup starts at lr 0, one update behind ours"),
     ("grpo_edu", "a fresh minibatch shuffle every epoch", "TRL shuffles a generation batch once for all mu"),
     ("grpo_edu", "pi_old = the sampler's log-probs", "TRL recomputes them with a forward pass when mu > 1"),
-    ("grpo_edu", "share_prompts=True", "each prompt run once for its G rows (same numbers, less compute)"),
+    ("grpo_edu", "rollout.prompt_sharing (on)", "each prompt run once for its G rows (same numbers, less compute)"),
     ("TRL", "use_bias_correction_kl=True (default)", "KL term times the ratio: a different KL gradient"),
     ("TRL", "loss_type='dapo' with minibatches > 1", "normalises by the whole generation batch's tokens"),
     ("TRL", "loss_type cispo / sapo / luspo / vespo", "other surrogates"),

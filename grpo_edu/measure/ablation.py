@@ -40,11 +40,6 @@ OLD_MODEL = dict(tie_embeddings=True, scaled_residual_init=True)
 
 ROWS = (
     Variant("defaults", "the library's defaults"),
-    Variant(
-        "prompts not shared",
-        "every row runs its own copy of its prompt (share_prompts=False): the same math, other rounding",
-        rl=dict(share_prompts=False),
-    ),
     Variant("tied head", "output head = token embedding (tied)", model=dict(tie_embeddings=True)),
     Variant("head bias", "untied head with a bias (the prototype)", model=dict(head_bias=True)),
     Variant(

@@ -15,6 +15,7 @@ import torch
 from ..model import TinyGPT
 from ..presets import make_task, resolve_preset
 from ..rollout import generate, sample_batch
+from ..train import collect, update
 from .common import rngs
 from .memory import setup_algorithm
 
@@ -86,11 +87,9 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
         for step in range(n_steps + 1):
             if step == 1:
                 counts.clear()  # the warm-up step is not counted
-            sample = lambda: sample_batch(  # noqa: E731
-                policy, task, n_prompts, algo.config.group_size, rng, gen, share_prompts=algo.config.share_prompts
-            )
-            (ro, scores, _, _), t_gen = timed("generation", algo.collect, sample)
-            stats, t_upd = timed("update", algo.update, ro, scores)
+            sample = lambda: sample_batch(policy, task, n_prompts, algo.config.group_size, rng, gen)  # noqa: E731
+            (ro, scores, _, _), t_gen = timed("generation", collect, algo, sample)
+            stats, t_upd = timed("update", update, algo, ro, scores)
             times.append((t_gen, t_upd))
             updates.append(stats["updates"])
     finally:

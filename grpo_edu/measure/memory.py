@@ -13,7 +13,6 @@ import copy
 import gc
 import os
 import sys
-from dataclasses import replace
 
 import numpy as np
 import torch
@@ -22,7 +21,8 @@ from .. import functional as Fn
 from ..algorithms import make_algorithm
 from ..model import ModelConfig, TinyGPT
 from ..presets import make_task, resolve_preset
-from ..rollout import completion_values, sample_batch
+from ..rollout import completion_values, prompt_sharing, sample_batch
+from ..train import collect, minibatches, update
 from .common import progress_bar, rngs
 
 SWEEP = (  # (model, sequences per step): from activations dominating to parameters dominating
@@ -142,7 +142,7 @@ def _activation_bytes(algo, ro, scores) -> dict:
     """MEASURED with saved_tensors_hooks: bytes autograd saves for backward in the loss
     forward of one minibatch (policy; critic), unique storages, parameters excluded."""
     batch = algo.prepare(ro, scores)
-    idx = algo.minibatch_indices(ro.batch_size)[0].to(ro.mask.device)
+    idx = minibatches(ro.batch_size, algo.config.minibatches, algo.generator)[0].to(ro.mask.device)
     critic = algo.critic.model if algo.critic is not None else None
     params = {
         p.untyped_storage().data_ptr()
@@ -178,15 +178,11 @@ def _activation_bytes(algo, ro, scores) -> dict:
     return out
 
 
-def setup_algorithm(algorithm, policy, with_reference, seed, share_prompts=None):
-    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0).
-    ``share_prompts`` True/False overrides the config's (False: every row runs its own copy
-    of its prompt, as with one completion per prompt); None keeps it."""
+def setup_algorithm(algorithm, policy, with_reference, seed):
+    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0)."""
     algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
-    if share_prompts is not None:
-        algo.config = replace(algo.config, share_prompts=share_prompts)
     if with_reference is None:
-        with_reference = algo.config.beta > 0 and algo.config.kl_placement != "none"
+        with_reference = getattr(algo.config, "beta", 0) > 0 and algo.config.kl_placement != "none"
     reference = copy.deepcopy(policy) if with_reference else None
     return algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
 
@@ -222,23 +218,27 @@ def step_memory(
     "analytic_total" = the breakdown's sum. An estimate: backward frees activations while
     it allocates grads (lower), temporaries such as logits are not saved (higher).
     """
+    if share_prompts is not None:  # the one switch of the sharing lives in rollout
+        with prompt_sharing(share_prompts):
+            return step_memory(algorithm_name, model_config, preset, batch_size, include_rollout, device, seed,
+                               with_reference)  # fmt: skip
     preset = resolve_preset(preset)
     task = make_task(preset)
     cfg = ModelConfig(**model_config) if isinstance(model_config, dict) else (model_config or preset.model)
     device = torch.device(device or preset.device)
     torch.manual_seed(seed)
     policy = TinyGPT(cfg).to(device)
-    algo = setup_algorithm(algorithm_name, policy, with_reference, seed, share_prompts)
-    G, shared = algo.config.group_size, algo.config.share_prompts
+    algo = setup_algorithm(algorithm_name, policy, with_reference, seed)
+    G = algo.config.group_size
     if batch_size % G:
         raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")
     rng, gen = rngs(seed, device)
 
     def rollout():  # (rollout, scores) of batch_size sequences, as train() samples them
-        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen, share_prompts=shared)  # noqa: E731
-        return algo.collect(sample)[:2]
+        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen)  # noqa: E731
+        return collect(algo, sample)[:2]
 
-    algo.update(*rollout())  # warm-up: the optimizers' states now exist
+    update(algo, *rollout())  # warm-up: the optimizers' states now exist
     acts = _activation_bytes(algo, *rollout())
     held = {} if include_rollout else {"batch": rollout()}
     for opt in (algo.optimizer, algo.critic.optimizer if algo.critic is not None else None):
@@ -247,7 +247,7 @@ def step_memory(
     gc.collect()
     persistent = _storage_bytes(_state_tensors(algo)) + _storage_bytes(held.get("batch", ()))
     phases = [lambda: held.update(batch=rollout())] if include_rollout else []
-    peaks, method = peak_memory(*phases, lambda: algo.update(*held.pop("batch")), device=device)
+    peaks, method = peak_memory(*phases, lambda: update(algo, *held.pop("batch")), device=device)
     pb, rb = _param_bytes(policy), _param_bytes(algo.reference)
     cb = _param_bytes(algo.critic.model if algo.critic is not None else None)
     breakdown = {
