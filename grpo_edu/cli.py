@@ -165,6 +165,25 @@ def _parser() -> argparse.ArgumentParser:
         "--rows", type=_list(str), default=None, metavar="NAMES", help="comma-separated row names (default: all)"
     )
     a.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
+    h = verb(
+        "trl-launch",
+        "TRL's GRPOTrainer on N CPU processes (needs [trl])",
+        "train the reference with TRL's GRPOTrainer on N CPU processes (torchrun, gloo), check that "
+        "N ranks ran and hold identical parameters (needs the [trl] extra)",
+    )
+    h.add_argument("--nproc", type=_int(1), default=2, metavar="N", help="processes (ranks); the run checks it got N")
+    h.add_argument("--steps", type=_int(1), default=3, metavar="N", help="generations of 64 completions, all ranks")
+    h.add_argument("--out", default=None, metavar="DIR", help="folder for each rank's record (default: a temp dir)")
+    g = verb("regimes", "where each idea of the derivation pays: its claims in the regimes the default task removes")
+    g.add_argument(
+        "--only",
+        type=_list(str),
+        default="offset,reward_model,difficulty",
+        metavar="NAMES",
+        help="comma-separated regimes (offset, reward_model, difficulty)",
+    )
+    g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
+    g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")
     n = sub.add_parser(
         "check-notebooks",
         formatter_class=_VerbHelp,
@@ -186,7 +205,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_notebooks(args):
-    from .measure.robustness import check_notebooks, format_check
+    from .experiments import check_notebooks, format_check
 
     runs = [tuple(r.split(":", 1)) for r in args.runs]
     if not all(len(r) == 2 and r[0].isdigit() and r[1] for r in runs):
@@ -243,7 +262,8 @@ def _reference(args, preset, progress):
 
 
 def _bench(args, preset, progress):
-    from .measure import format_bench, format_memory_sweep, memory_sweep, run_bench
+    from .experiments import format_bench, run_bench
+    from .measure import format_memory_sweep, memory_sweep
 
     res = run_bench(preset, seed=preset.seed, progress=progress)
     print(format_bench(res))
@@ -259,7 +279,7 @@ def _bench(args, preset, progress):
 
 
 def _sweep(args, preset, progress):
-    from .measure import format_sweep, run_sweep
+    from .experiments import format_sweep, run_sweep
 
     res = run_sweep(preset, lrs=args.lrs, seeds=args.seeds, steps=args.steps, progress=progress)
     print(format_sweep(res))
@@ -267,7 +287,7 @@ def _sweep(args, preset, progress):
 
 
 def _variance(args, preset, progress):
-    from .measure import format_variance_study, run_variance_study
+    from .experiments import format_variance_study, run_variance_study
 
     res = run_variance_study(preset, n_batches=args.batches, seed=preset.seed, progress=progress)
     print(format_variance_study(res))
@@ -275,7 +295,7 @@ def _variance(args, preset, progress):
 
 
 def _ablate(args, preset, progress):
-    from .measure import ROWS, format_ablation, run_ablation
+    from .experiments import ROWS, format_ablation, run_ablation
 
     rows = ROWS
     if args.rows:
@@ -291,6 +311,25 @@ def _ablate(args, preset, progress):
     _dump(res, args.json)
 
 
+def _trl_launch(args, preset, progress):
+    from .hf.launch import format_launch, launch
+
+    res = launch(nproc=args.nproc, steps=args.steps, out=args.out, preset=preset, seed=preset.seed, progress=progress)
+    print(format_launch(res))
+
+
+def _regimes(args, preset, progress):
+    from .measure.regimes import REGIMES, format_regimes, run_regimes
+
+    unknown = [r for r in args.only if r not in REGIMES]
+    if unknown:
+        sys.stderr.write(f"grpo-edu regimes: error: unknown regimes {unknown}; choose from {list(REGIMES)}\n")
+        raise SystemExit(2)
+    res = run_regimes(preset, only=args.only, seeds=args.seeds, out=args.out, progress=progress)
+    print(format_regimes(res))
+    print(f"wrote the figures to {args.out}")
+
+
 VERBS = {
     "compare": _compare,
     "train": _train,
@@ -299,6 +338,8 @@ VERBS = {
     "sweep": _sweep,
     "variance": _variance,
     "ablate": _ablate,
+    "regimes": _regimes,
+    "trl-launch": _trl_launch,
 }
 
 
@@ -324,8 +365,8 @@ def _check_outputs(args) -> None:
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    _check_outputs(args)
     if args.cmd == "check-notebooks":
+        _check_outputs(args)
         return _check_notebooks(args)
     from dataclasses import replace
 
@@ -337,7 +378,8 @@ def main(argv=None) -> int:
     if args.preset == "gpu" and not torch.cuda.is_available():
         _fail(
             args,
-            "--preset gpu needs CUDA, which is not available on this machine: use --preset cpu (or auto, the default, which picks cpu here)",
+            "--preset gpu needs CUDA, which is not available on this machine: "
+            "use --preset cpu (or auto, the default, which picks cpu here)",
         )
     try:
         preset = get_preset(args.preset)
@@ -345,6 +387,7 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     preset = replace(preset, seed=preset.seed + args.seed, sft=replace(preset.sft, seed=preset.sft.seed + args.seed))
     setup_torch(preset, preset.seed)
+    _check_outputs(args)
     try:
         VERBS[args.cmd](args, preset, not args.quiet)
     except NotWritableError as exc:  # the reference cache ($GRPO_EDU_CACHE), checked before its training

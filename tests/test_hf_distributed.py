@@ -12,7 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from grpo_edu.hf import launch as L  # noqa: E402  (imports no optional package)
+from grpo_edu.hf import launch as L  # noqa: E402  (neither imports an optional package)
+from grpo_edu.hf import rank_parity as P  # noqa: E402
 
 REASON = 'the [trl] extra is not installed: pip install -e ".[trl]"'
 ROWS = 12  # injected generation batch: 3 prompts x G=4; rank 0 rows 0-5, rank 1 rows 6-11 (group 1 straddles)
@@ -30,14 +31,14 @@ def run(trl, reference, tmp_path_factory):
     """Two ranks: 2 generations of 32 completions (16 per rank, 8 optimizer steps), then one
     injected update per loss type, each rank writing its gradient."""
     out = tmp_path_factory.mktemp("two-ranks")
-    return L.launch(nproc=2, steps=2, out=out, policy=reference, sequences_per_step=32, parity=L.LOSS_TYPES)
+    return L.launch(nproc=2, steps=2, out=out, policy=reference, sequences_per_step=32, parity=P.LOSS_TYPES)
 
 
 @pytest.fixture(scope="module")
 def one_rank(run, task):
     """The same injected updates on one process (this one), with the per-block gradients."""
     return {
-        lt: L.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2) for lt in L.LOSS_TYPES
+        lt: P.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2) for lt in P.LOSS_TYPES
     }
 
 
@@ -65,7 +66,7 @@ def test_parameters_are_identical_on_both_ranks_after_training(run):
     assert [s["loss"] for s in r0["steps"]] != [s["loss"] for s in r1["steps"]]  # each rank its own rows' loss
 
 
-@pytest.mark.parametrize("loss_type", L.LOSS_TYPES)
+@pytest.mark.parametrize("loss_type", P.LOSS_TYPES)
 def test_one_update_on_two_ranks_against_one_rank(run, one_rank, loss_type):
     """Per rank the loss over its 6 rows, then DDP's mean of the two gradients. grpo (mean over
     sequences), dr_grpo (sum / (sequences x max_completion_length)) and dapo (sum / (all ranks'
@@ -108,6 +109,18 @@ def test_accelerate_cpu_launch_runs_one_process_and_says_so(trl, reference, tmp_
         L.WorldSizeError, match=r"asked for 2 processes, the launcher started 1 .*torch\.distributed\.run"
     ):
         L.launch(nproc=2, steps=1, out=tmp_path, policy=reference, sequences_per_step=32, launcher="accelerate-cpu")
+
+
+def test_fixed_completion(task):
+    """Right every third row, else wrong: a digit and EOS, or 1-4 digits without EOS, longer with the row."""
+    from grpo_edu.hf import reward_fn
+
+    p = next(q for q in task.sample(200, 0) if q.answer == "18")  # 81, least significant digit first
+    got = [P.fixed_completion(task, p, row) for row in (0, 1, 2, 5, 8, 11, 14)]
+    assert got[0] == task.tokenizer.encode("18", add_eos=True)
+    assert got[1] == task.tokenizer.encode("3", add_eos=True)  # (1 + 1 + 1) % 10: never the first digit "1"
+    assert [len(c) for c in got[2:]] == [1, 2, 3, 4, 1] and all(task.tokenizer.eos_id not in c for c in got[2:])
+    assert reward_fn(task)(["<bos>" + p.prompt] * 7, [], completion_ids=got) == [1, 0, 0, 0, 0, 0, 0]
 
 
 def test_check_world():

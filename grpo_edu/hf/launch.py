@@ -17,8 +17,8 @@ in contiguous blocks, ``sequences_per_step / nproc`` rows per rank (a group of G
 two ranks); every rank samples and scores its own rows, the rewards are *gathered* from all ranks
 before the group mean and std, so the advantages are those of one process; each rank computes its
 loss on its rows and DDP averages the gradients. What each ``loss_type`` then divides by, and so
-whether N ranks give one rank's update, is measured in ``tests/test_hf_distributed.py``
-(`injected_update`) and explained in notebook 06: grpo, dr_grpo and dapo do, bnpo does not.
+whether N ranks give one rank's update, is `grpo_edu.hf.rank_parity`'s (tested in
+``tests/test_hf_distributed.py``, explained in notebook 06): grpo, dr_grpo and dapo do, bnpo does not.
 
 Each rank writes ``rank{r}.json`` (world size, rank, accelerate's view of the run, the prompts and
 rewards of its first step, its loss and a checksum of every parameter after each optimizer step).
@@ -40,10 +40,9 @@ from pathlib import Path
 import torch
 
 from ._common import _require, quiet
+from .rank_parity import LOSS_TYPES
 
 MODULE = "grpo_edu.hf.launch"
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-"""TRL loss types whose N-rank update `injected_update` compares with one rank's."""
 
 
 class WorldSizeError(RuntimeError):
@@ -103,7 +102,7 @@ def launch(
     generations of ``sequences_per_step`` completions (all ranks together) on ``nproc`` CPU
     processes, with the course's GRPO defaults (`grpo_edu.algorithms.GRPOConfig` with
     ``unbiased_std=True``). ``parity``: TRL loss types for which each rank then also runs
-    `injected_update`. Returns ``{"nproc", "command", "seconds", "ranks": [rank0, ...]}`` (also in
+    `rank_parity.injected_update` (its gradient in ``out/parity_{loss_type}_rank{r}.pt``). Returns ``{"nproc", "command", "seconds", "ranks": [rank0, ...]}`` (also in
     ``out/summary.json``); `WorldSizeError` if the launcher did not start ``nproc`` ranks, and a
     RuntimeError with the workers' output if they fail. ``progress``: the workers' output (a
     progress bar on rank 0) goes to this terminal instead of being captured."""
@@ -135,12 +134,24 @@ def launch(
 
     with quiet():
         to_hf(policy.cpu(), out / "model")
-    job = {"task": preset.task, "steps": steps, "sequences_per_step": sequences_per_step,
-           "seed": seed, "parity": list(parity), "progress": progress}  # fmt: skip
+    job = {
+        "task": preset.task,
+        "steps": steps,
+        "sequences_per_step": sequences_per_step,
+        "seed": seed,
+        "parity": list(parity),
+        "progress": progress,
+    }
     (out / "job.json").write_text(json.dumps(job))
     cmd = LAUNCHERS[launcher](nproc, ["--out", str(out), "--expect", str(nproc)])
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [_root(), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    env = {
+        **os.environ,
+        "ACCELERATE_USE_CPU": "1",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [_root(), os.environ.get("PYTHONPATH")])),
+    }
     t0 = time.perf_counter()
     try:
         run = subprocess.run(cmd, env=env, timeout=timeout, text=True, capture_output=not progress)
@@ -166,16 +177,20 @@ def _root() -> str:
 
 
 def format_launch(res: dict) -> str:
-    """A text report of `launch`: per rank its world, prompts and losses, and the parameter checksums."""
+    """A text report of `launch`: per rank its world, its first step's prompts and reward, its
+    first and last loss, and whether the parameters are identical on every rank."""
     lines = [f"{res['nproc']} ranks, {res['seconds']:.1f} s wall: {res['command']}"]
     for r in res["ranks"]:
-        losses = ", ".join(f"{s['loss']:.4f}" for s in r["steps"])
-        lines.append(f"rank {r['rank']}/{r['world_size']} ({r['distributed_type']}, {r['backend']}): "
-                     f"{r['rows_per_step']} rows per step, first prompts {r['prompts'][:3]}, losses {losses}")  # fmt: skip
+        prompts = list(dict.fromkeys(r["prompts"]))
+        lines.append(
+            f"rank {r['rank']} of {r['world_size']} ({r['distributed_type']}, {r['backend']}): {r['rows_per_step']} "
+            f"rows per step; first step: prompts {prompts}, mean reward {sum(r['rewards']) / len(r['rewards']):.4f}; "
+            f"{len(r['steps'])} updates, loss {r['steps'][0]['loss']:.4f} -> {r['steps'][-1]['loss']:.4f}"
+        )
     shas = {r["rank"]: r["steps"][-1]["param_sha256"][:12] for r in res["ranks"]}
     same = len(set(shas.values())) == 1
     lines.append(
-        f"parameters after the last step: sha256 {shas} -> {'identical' if same else 'DIFFERENT'} on all ranks"
+        f"parameters after the last update: sha256 {shas}: {'identical' if same else 'DIFFERENT'} on all ranks"
     )
     return "\n".join(lines)
 
@@ -198,116 +213,32 @@ def _trainer(model_dir, task, cfg, sequences_per_step: int, max_steps: int, seed
 
     head_bias_classes()  # registers the head-bias GPT-2, in case the policy has one
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    args = trl_config(cfg, sequences_per_step=sequences_per_step, max_steps=max_steps, seed=seed,
-                      max_completion_length=task.max_answer_length)  # fmt: skip
+    # every parameter is used: ddp_find_unused_parameters=False spares DDP a pass over the graph
+    args = trl_config(
+        cfg,
+        sequences_per_step=sequences_per_step,
+        max_steps=max_steps,
+        seed=seed,
+        max_completion_length=task.max_answer_length,
+        ddp_find_unused_parameters=False,
+    )
     # trl_config sizes one process; N ranks each hold sequences_per_step / N of the generation batch
-    args = replace(args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches),
-                   generation_batch_size=None)  # fmt: skip
+    args = replace(
+        args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches), generation_batch_size=None
+    )
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
     model.config._name_or_path = str(model_dir)  # TRL builds pi_ref (beta > 0) from here
     n_prompts = -(-max_steps // (cfg.epochs * cfg.minibatches)) * sequences_per_step // cfg.group_size
-    trainer = trl.GRPOTrainer(model=model, processing_class=hf_tokenizer(), reward_funcs=reward_fn(task),
-                              train_dataset=task_dataset(task, n_prompts, seed), args=args,
-                              rollout_func=rollout_func)  # fmt: skip
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=hf_tokenizer(),
+        reward_funcs=reward_fn(task),
+        train_dataset=task_dataset(task, n_prompts, seed),
+        args=args,
+        rollout_func=rollout_func,
+    )
     trainer.remove_callback(transformers.PrinterCallback)
     return trainer
-
-
-def fixed_completion(task, problem, row: int) -> list[int]:
-    """The completion injected at global row ``row`` of a generation batch: right (reward 1) when
-    ``row % 3 == 0``, else a wrong digit and EOS, or 1 to 4 wrong digits without EOS (the length
-    grows with ``row``), so rewards vary within every group of 4 and the two halves of a batch
-    of 12 (two ranks' rows) hold different numbers of tokens."""
-    tok = task.tokenizer
-    answer = tok.encode(problem.answer, add_eos=True)
-    if row % 3 == 0:
-        return answer
-    wrong = tok.encode(str((int(problem.answer[0]) + 1 + row % 9) % 10))  # never the right first digit
-    if row % 3 == 1:
-        return wrong + [tok.eos_id]
-    return (wrong * task.max_answer_length)[: 1 + (row // 3) % task.max_answer_length]
-
-
-def injected_update(model_dir, task, loss_type: str, rows: int = 12, group_size: int = 4, seed: int = 0,
-                    shards: int = 0) -> dict:  # fmt: skip
-    """One TRL update (``trainer.train()``, one optimizer step) on fixed completions: TRL's
-    generation is replaced by ``rollout_func`` (TRL's hook for custom generation), which writes
-    `fixed_completion` for each global row of the generation batch of ``rows`` completions, so
-    one rank and N ranks see the same completions. Returns this rank's gradient (after DDP's
-    average, before the optimizer step), its loss and token count, the advantages of its rows and
-    the global rows it held. ``shards`` (one process only): also TRL's ``_compute_loss`` gradient
-    on each of ``shards`` contiguous blocks of the prepared batch, what each of that many ranks
-    would compute alone before DDP averages them."""
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    transformers = _require("transformers")
-    from ..algorithms import GRPOConfig
-    from .data import _problem_from_prompt
-
-    ours = {"grpo": "grpo", "bnpo": "token_mean", "dr_grpo": "dr_grpo", "dapo": "token_mean"}[loss_type]
-    cfg = GRPOConfig(unbiased_std=True, group_size=group_size, epochs=1, minibatches=1, beta=0.0,
-                     max_grad_norm=1e9, loss_type=ours, max_length=task.max_answer_length)  # fmt: skip
-    rec: dict = {"loss": [], "tokens": []}
-
-    def rollout(prompts, trainer):
-        rank, n = trainer.accelerator.process_index, len(prompts)
-        problems = [_problem_from_prompt(task, p) for p in prompts]
-        rec["rows"] = list(range(rank * n, (rank + 1) * n))
-        return {"prompt_ids": [task.tokenizer.encode(p.prompt, add_bos=True) for p in problems],
-                "completion_ids": [fixed_completion(task, p, j) for p, j in zip(problems, rec["rows"])],
-                "logprobs": None}  # fmt: skip
-
-    with quiet():
-        trainer = _trainer(model_dir, task, cfg, rows, max_steps=1, seed=seed, rollout_func=rollout)
-        trainer.loss_type = trainer.args.loss_type = loss_type  # TRL's own name, "dapo" included
-    initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-    score, compute = trainer._generate_and_score_completions, trainer.compute_loss
-
-    def scored(batch):
-        rec["inputs"] = score(batch)  # before TRL shuffles the rows
-        return rec["inputs"]
-
-    def loss_of(model, inputs, *a, **k):
-        loss = compute(model, inputs, *a, **k)
-        rec["loss"].append(float(loss.detach()))
-        rec["tokens"].append(int(inputs["completion_mask"].sum()))
-        return loss
-
-    class Grad(transformers.TrainerCallback):
-        def on_pre_optimizer_step(self, args, state, control, **kw):
-            rec["grad"] = torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()])
-
-    trainer._generate_and_score_completions, trainer.compute_loss = scored, loss_of
-    trainer.add_callback(Grad())
-    with quiet():
-        trainer.train()
-    acc = trainer.accelerator
-    res = {"loss_type": loss_type, "world_size": acc.num_processes, "rank": acc.process_index, "rows": rec["rows"],
-           "grad": rec["grad"], "loss": rec["loss"][0], "tokens": rec["tokens"][0],
-           "advantages": rec["inputs"]["advantages"].detach().clone()}  # fmt: skip
-    if shards:
-        res["shard_grads"] = _shard_grads(trainer, initial, rec["inputs"], shards)
-    return res
-
-
-def _shard_grads(trainer, initial: dict, inputs: dict, shards: int) -> list[torch.Tensor]:
-    """TRL's ``_compute_loss`` gradient on each contiguous block of rows of ``inputs``, at the
-    parameters before the update (one process: there is no DDP average to do it for us)."""
-    if trainer.accelerator.num_processes != 1:
-        raise ValueError("shards: only in one process (N ranks compute their own blocks)")
-    trainer.model.load_state_dict(initial)
-    trainer.model.train()
-    n = inputs["completion_ids"].shape[0]
-    if n % shards:
-        raise ValueError(f"shards={shards} must divide the {n} rows")
-    grads = []
-    for s in range(shards):
-        rows = slice(s * n // shards, (s + 1) * n // shards)
-        part = {k: v[rows] if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v for k, v in inputs.items()}
-        trainer.model.zero_grad()
-        trainer._compute_loss(trainer.model, part).backward()
-        grads.append(torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()]))
-    return grads
 
 
 def worker(out, expect: int | None = None) -> None:
@@ -331,8 +262,13 @@ def worker(out, expect: int | None = None) -> None:
     with quiet():
         trainer = _trainer(out / "model", task, cfg, job["sequences_per_step"], job["steps"] * per_cycle, job["seed"])
     acc = trainer.accelerator
-    info.update(world_size=acc.num_processes, rank=acc.process_index, distributed_type=str(acc.distributed_type),
-                backend=str(acc.state.backend), rows_per_step=job["sequences_per_step"] // acc.num_processes)  # fmt: skip
+    info.update(
+        world_size=acc.num_processes,
+        rank=acc.process_index,
+        distributed_type=str(acc.distributed_type),
+        backend=str(acc.state.backend),
+        rows_per_step=job["sequences_per_step"] // acc.num_processes,
+    )
     reward = trainer.reward_funcs[0]
 
     def recorded(prompts, completions, **kw):
@@ -365,7 +301,11 @@ def worker(out, expect: int | None = None) -> None:
     with quiet():
         trainer.train()
     info["train_seconds"] = time.perf_counter() - t0
-    info["initial_param_sha256"] = _param_digest(transformers.AutoModelForCausalLM.from_pretrained(out / "model"))[0]
+    with quiet():
+        initial = transformers.AutoModelForCausalLM.from_pretrained(out / "model")
+    info["initial_param_sha256"], info["initial_param_norm"] = _param_digest(initial)
+    from .rank_parity import injected_update
+
     for loss_type in job["parity"]:
         r = injected_update(out / "model", task, loss_type, seed=job["seed"])
         torch.save(r, out / f"parity_{loss_type}_rank{rank}.pt")
