@@ -12,7 +12,7 @@ import torch
 from matplotlib.figure import Figure
 
 from . import functional as Fn
-from .plotstyle import PALETTE, _new, _np, _styled, color_for
+from .plotstyle import PALETTE, _new, _np, _styled, color_for, set_alt
 
 # ----------------------------------------------------------------- equations, drawn
 
@@ -81,6 +81,9 @@ def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
                                         "bad action, pushed down to 1-ε"))  # fmt: skip
         ax.legend(loc="upper left" if A > 0 else "upper right", fontsize=8)
     fig.suptitle(f"Clipped surrogate, ε_low = {eps_low:g}, ε_high = {eps_high_:g}")
+    set_alt(fig, f"Two line charts of PPO's clipped objective against the probability ratio rho, for advantage +1 "
+                 f"(flat above 1 + {eps_high_:g}) and -1 (flat below 1 - {eps_low:g}), beside the unclipped rho times A; "
+                 "the shaded ranges, where the objective is flat, give no gradient.")  # fmt: skip
     return fig
 
 
@@ -109,6 +112,8 @@ def plot_kl_estimators(samples: Mapping, exact_forward: float, exact_reverse: fl
     handles[0] = mpl.lines.Line2D([], [], color="dimgray", lw=2.2)  # each panel's own colour
     fig.legend(handles, labels, loc="outside lower center", ncols=3)
     fig.suptitle(f"Sampled KL estimators vs the exact KL ({len(allv) // len(data)} tokens each)")
+    set_alt(fig, f"Histograms of per-token samples of the KL estimators {', '.join(data)}, one panel each, with each "
+                 "estimator's sample mean as a solid line, the exact KL(pi || ref) dashed and the exact KL(ref || pi) dotted.")  # fmt: skip
     return fig
 
 
@@ -210,6 +215,11 @@ def plot_maze(env, policy=None, history=None) -> Figure:
             title="Learning the maze: shorter is better",
         )
         ax.legend(loc="upper right", fontsize=8)
+    set_alt(fig, f"Grid of the {H} x {W} maze with walls in dark gray, start S and goal G"
+                 + (", the greedy action of the policy as a gray arrow in every free cell and its greedy path from S "
+                    "as bold arrows" if policy is not None else "")
+                 + (f"; beside it, line charts of the mean episode length and the greedy path length per training "
+                    f"step for {', '.join(str(n) for n, _ in runs)}, against the shortest path" if runs else "") + ".")  # fmt: skip
     return fig
 
 
@@ -257,4 +267,7 @@ def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
     pairs = [(h, t) for h, t in zip(*bot.get_legend_handles_labels(), strict=True)
              if not t.startswith("all rewards")]  # fmt: skip
     bot.legend(*zip(*pairs, strict=True), loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    set_alt(fig, f"Two dot charts over {n} groups of {group_size} samples: top, each sample's reward with its group's "
+                 "mean as a black line; bottom, each sample's advantage, green above zero, red below, gray at zero; "
+                 "groups whose rewards are all equal are shaded and have all advantages zero.")  # fmt: skip
     return fig

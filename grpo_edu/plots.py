@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 
+import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
@@ -29,8 +30,10 @@ from .plotstyle import (
     MEMORY_COLORS,
     MEMORY_PARTS,
     METRIC_LABELS,
+    METRIC_TITLES,
     PALETTE,
     STYLE,
+    VARIANCE_FORMULA,
     X_LABELS,
     _new,
     _styled,
@@ -69,15 +72,24 @@ def _smooth(y: np.ndarray, window: int) -> np.ndarray:
 
 
 def _band(ax, curves: list[tuple[np.ndarray, np.ndarray]], label, color, band="minmax", **kw):
-    """One run: a line. Several: the mean on a common x grid and a min-max (or +-std) band."""
+    """One run: a line through its points. Several on the same x (e.g. steps): the mean
+    through those points and a min-max (or +-std) band. Several on different x (e.g.
+    seconds): each run thin through its own points, up to its last one, and the mean and
+    band only over the x range where every run has data (interpolated between points)."""
     if len(curves) == 1:
         ax.plot(*curves[0], label=label, color=color, **kw)
         return
     xs = [c[0] for c in curves]
-    if all(len(x) == len(xs[0]) and np.allclose(x, xs[0]) for x in xs):
-        grid = xs[0]
+    same_x = all(len(x) == len(xs[0]) and np.allclose(x, xs[0]) for x in xs)
+    if same_x:
+        grid, line_kw, note = xs[0], kw, ""
     else:
-        grid = np.linspace(min(x.min() for x in xs), max(x.max() for x in xs), 100)
+        for x, y in curves:
+            ax.plot(x, y, color=color, lw=0.8, alpha=0.45, **{k: v for k, v in kw.items() if k != "lw"})
+        lo_x, hi_x = max(x.min() for x in xs), min(x.max() for x in xs)
+        grid = np.unique(np.concatenate([x[(x >= lo_x) & (x <= hi_x)] for x in xs] + [[lo_x, hi_x]]))
+        line_kw = {k: v for k, v in kw.items() if k not in ("marker", "ms", "markersize")}
+        note = "; thin lines: each seed"
     ys = np.stack([np.interp(grid, x, y) for x, y in curves])
     mean = np.nanmean(ys, 0)
     if band == "std":
@@ -85,8 +97,19 @@ def _band(ax, curves: list[tuple[np.ndarray, np.ndarray]], label, color, band="m
     else:
         lo, hi = np.nanmin(ys, 0), np.nanmax(ys, 0)
     what = "mean ± std" if band == "std" else "mean, min-max"
-    ax.plot(grid, mean, label=f"{label} ({what} of {len(curves)})", color=color, **kw)
+    ax.plot(grid, mean, label=f"{label} ({what} of {len(curves)}{note})", color=color, **line_kw)
     ax.fill_between(grid, lo, hi, color=color, alpha=0.2, lw=0)
+
+
+def _accuracy_limits(values, target=None) -> tuple[float, float]:
+    """y limits that fit the data: from 0.1 below the lowest value (rounded down to a tenth,
+    not below 0) to 1.02 (or a tenth above the highest value, rounded up)."""
+    v = np.asarray([x for x in values if np.isfinite(x)] + ([target] if target is not None else []), float)
+    if not len(v):
+        return 0.0, 1.02
+    lo = max(0.0, np.floor((v.min() - 0.05) * 10) / 10)
+    hi = min(1.02, np.ceil((v.max() + 0.05) * 10) / 10)
+    return float(lo), float(max(hi, lo + 0.1))
 
 
 # ----------------------------------------------------------------- training curves
@@ -99,19 +122,30 @@ def plot_learning_curves(histories, x: str = "samples", ax=None, target: float |
 
     ``histories``: a `History`, a list of them, or a dict name -> History or name -> list
     of Histories (several seeds: the mean with a "minmax" or "std" ``band``).
-    ``target``: a dashed line at that accuracy (None for none).
+    ``target``: a dashed line at that accuracy (None for none). The y-axis fits the data;
+    with one run per curve the legend says so (no band: the spread over seeds is unknown).
     """
     _check_x(x)
-    fig, (ax,) = _new() if ax is None else (ax.figure, (ax,))
-    for i, (name, runs) in enumerate(_runs(histories)):
+    created = ax is None
+    fig, (ax,) = _new() if created else (ax.figure, (ax,))
+    runs_by_name = _runs(histories)
+    values = []
+    for i, (name, runs) in enumerate(runs_by_name):
         curves = [(np.array([e[x] for e in h.evals], float), h.eval_series("accuracy")) for h in runs]
+        values += [float(v) for _, y in curves for v in y]
         _band(ax, curves, name, color_for(name, i), band, marker="o", ms=3)
     if target is not None:
         ax.axhline(target, color="gray", ls="--", lw=1, label=f"target {target:.0%}")
-    ax.set(xlabel=X_LABELS[x], ylabel="held-out accuracy (greedy)", ylim=(0, 1.02),
+    ax.set(xlabel=X_LABELS[x], ylabel="held-out accuracy (greedy)", ylim=_accuracy_limits(values, target),
            title=f"Held-out accuracy vs {X_LABELS[x].split(' (')[0]}")  # fmt: skip
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.legend(loc="lower right")
+    one_seed = all(len(runs) == 1 for _, runs in runs_by_name)
+    ax.legend(loc="lower right", title="one seed per curve: no spread shown" if one_seed else None)
+    if created:
+        names = ", ".join(name for name, _ in runs_by_name)
+        seeds = "one seed each" if one_seed else "the mean over seeds with a band from the lowest to the highest seed"
+        set_alt(fig, f"Line chart of held-out greedy accuracy against {X_LABELS[x].split(' (')[0]} for {names}; "
+                     f"{seeds}" + (f"; a dashed line marks the {target:.0%} target." if target is not None else "."))  # fmt: skip
     return fig
 
 
@@ -156,6 +190,9 @@ def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "c
     if labels:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4))
     fig.suptitle("Training metrics per step" + (f" (moving average of {smooth})" if smooth > 1 else ""))
+    set_alt(fig, f"Line charts, one panel per training metric ({', '.join(keys)}), against {X_LABELS[x].split(' (')[0]}, "
+                 f"one line per run ({', '.join(name for name, _ in runs)})"
+                 + (f", smoothed over {smooth} steps." if smooth > 1 else "."))  # fmt: skip
     return fig
 
 
@@ -164,12 +201,14 @@ def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "c
 
 @_styled
 def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_variance", xlabel: str = "gradient estimator",
-                  title: str = "Gradient estimators at a fixed policy") -> Figure:  # fmt: skip
+                  title: str = "Gradient estimators at a fixed policy", note: str | None = None) -> Figure:  # fmt: skip
     """Bars per gradient estimator of ``key`` (or one panel per key of a list).
 
     ``results``: name -> {"relative_variance": ..., "mean_cosine": ...}, or snapshot ->
     such a dict (grouped bars, one colour per snapshot). Names starting with "_" are
-    metadata and are skipped. Say the layout (prompts x answers) in ``title`` or the names.
+    metadata and are skipped. Say the layout (prompts x answers) in ``title`` or the names;
+    compare bars of one layout only (`plot_comparison_variance` draws one panel per layout).
+    ``note``: a line under the panels (the formula of a relative variance is added).
     """
     keys = [key] if isinstance(key, str) else list(key)
     items = {k: v for k, v in results.items() if not str(k).startswith("_")}
@@ -196,11 +235,103 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
             ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
         tilt = len(names) > 3 and not any("\n" in n for n in names)
         ax.set_xticks(np.arange(len(names)), names, rotation=20 if tilt else 0, ha="right" if tilt else "center")
-        ax.set(xlabel=xlabel, ylabel=METRIC_LABELS.get(k, k.replace("_", " ")), title=k.replace("_", " "))
+        ax.set(xlabel=xlabel, ylabel=METRIC_LABELS.get(k, k.replace("_", " ")),
+               title=METRIC_TITLES.get(k, k.replace("_", " ")))  # fmt: skip
         ax.margins(y=0.15)
         if grouped:
             ax.legend(title="snapshot", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(title)
+    _footnote(fig, [note] + [VARIANCE_FORMULA.get(k) for k in keys])
+    what = " and ".join(METRIC_TITLES.get(k, k.replace("_", " ")) for k in keys)
+    set_alt(fig, f"Bar chart: {what} of each gradient estimator ({', '.join(n.replace(chr(10), ' ') for n in names)})"
+                 + (f", one bar per snapshot ({', '.join(snapshots)})" if grouped else "") + f". {title}.")  # fmt: skip
+    return fig
+
+
+def _footnote(fig, lines, width: int = 140) -> None:
+    """Lines of text under a figure (None and duplicates skipped), each wrapped to ``width``."""
+    lines = list(dict.fromkeys(line for line in lines if line))
+    if lines:
+        text = "\n".join(textwrap.fill(line, width) for line in lines)
+        fig.text(0.01, -0.01, text, ha="left", va="top", fontsize=8.5, color="dimgray")
+
+
+_ESTIMATOR_WORDS = {  # estimator -> (its advantage, in words; the method that trains with it, if any)
+    "raw": ("A = R", "reinforce"),
+    "critic": ("A = R - V(s)", "baseline"),
+    "gae": ("A = GAE(V), γ = λ = 1", "ppo"),
+    "batch_mean": ("A = R - batch mean", None),
+    "group_mean": ("A = R - group mean", None),
+    "group_loo": ("A = R - mean of the others (RLOO)", None),
+    "group_norm": ("A = (R - group mean) / group std", "grpo"),
+    "optimal": ("A = R - b*", None),
+}
+
+
+@_styled
+def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corrected") -> Figure:
+    """The gradient noise of `measure.run_comparison`'s result, one panel per batch layout:
+    distinct prompts x 1 answer, and prompts x G answers (every estimator measured there,
+    REINFORCE's too), so that no bar stands beside one of another layout. A method's own
+    layout is drawn solid, an estimator in a layout its method does not train with hatched.
+    Equal bars (PPO's and the critic baseline's at the reference) are explained under the panels."""
+    algos = result.get("algorithms", {})
+    label = {a: str(r.get("label", a)) for a, r in algos.items()}
+    layouts = []  # (title, stats by estimator, grouped)
+    for field, grouped in (("gradient_variance_distinct", False), ("gradient_variance", True)):
+        var = result.get(field) or {}
+        meta = var.get("_meta", {})
+        stats = {e: v for e, v in var.items() if not str(e).startswith("_") and key in v}
+        if stats:
+            n, g = meta.get("prompts_per_batch", "?"), meta.get("group_size", "?") if grouped else 1
+            layouts.append((f"{n} prompts x {g} answer{'s' if g != 1 else ''} per batch", stats, grouped))
+    if not layouts:
+        raise ValueError(f"result holds no gradient variance with {key!r} (run_comparison(..., measure=True))")
+    own_grouped = {"grpo"}  # GRPO trains on prompts x G; REINFORCE, the baseline and PPO on distinct prompts
+    fig, axes = _new(len(layouts), 1, size=(1.25 * sum(len(s) for _, s, _ in layouts) + 3.0, 4.4), sharey=True,
+                     width_ratios=[len(s) for _, s, _ in layouts])  # fmt: skip
+    equal = []
+    for ax, (title, stats, grouped) in zip(axes, layouts, strict=True):
+        names, vals, own = [], [], []
+        for e, v in stats.items():
+            words, method = _ESTIMATOR_WORDS.get(e, (e, None))
+            who = label.get(method, "") if method in algos else ""
+            names.append(textwrap.fill(who, 16) + "\n" + textwrap.fill(words, 18) if who else textwrap.fill(words, 18))
+            vals.append(float(v[key]) if np.isfinite(float(v[key])) else np.nan)
+            own.append(method in algos and (method in own_grouped) == grouped)
+        pos = np.arange(len(names))
+        for i, (v, mine) in enumerate(zip(vals, own, strict=True)):
+            e = list(stats)[i]
+            _, method = _ESTIMATOR_WORDS.get(e, (e, None))
+            c = color_for(method or e, i) if method else "#9a9a9a"
+            bar = ax.bar(
+                pos[i], v, 0.7, color=c if mine else "white", edgecolor=c, hatch=None if mine else "//", lw=1.5
+            )
+            ax.bar_label(bar, fmt="%.2f", fontsize=8.5, padding=2)
+        ax.set_xticks(pos, names, fontsize=8)
+        ax.set(title=title, xlim=(-0.6, max(len(names), 2) - 0.4), xlabel="advantage (the method that uses it)",
+               ylabel=METRIC_LABELS.get(key, key.replace("_", " ")))  # fmt: skip
+        ax.margins(y=0.15)
+        if "critic" in stats and "gae" in stats and np.isclose(stats["critic"][key], stats["gae"][key], rtol=1e-9):
+            equal.append(title)
+    handles = [mpl.patches.Patch(facecolor="gray", edgecolor="gray", label="the layout this method trains with"),
+               mpl.patches.Patch(facecolor="white", edgecolor="gray", hatch="//",
+                                 label="the same estimator in the other layout, or one no method here trains with")]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8.5)
+    fig.suptitle(
+        f"Each gradient estimator at the reference policy, one panel per batch layout: {METRIC_TITLES.get(key, key)}"
+    )
+    notes = []
+    if equal and "ppo" in algos and "baseline" in algos:
+        notes.append(f"{label['ppo']} and {label['baseline']} have equal bars: at the reference, before any update, "
+                     "PPO's advantage (GAE with γ = λ = 1, no KL yet) is R - V(s), the critic baseline's estimator "
+                     "with the same critic; clipping and batch reuse act only after the first update.")  # fmt: skip
+    notes.append("Compare bars within a panel: the same number of answers spread over fewer prompts is noisier "
+                 "(compare REINFORCE's A = R in both panels).")  # fmt: skip
+    _footnote(fig, notes + [VARIANCE_FORMULA.get(key)])
+    set_alt(fig, f"Bar charts in {len(layouts)} panels, one per batch layout ({'; '.join(t for t, _, _ in layouts)}): "
+                 f"{METRIC_TITLES.get(key, key)} of each gradient estimator at the reference policy, solid where the "
+                 "method trains in that layout, hatched otherwise; lower is less noisy.")  # fmt: skip
     return fig
 
 
@@ -211,14 +342,23 @@ def _measured(row: Mapping):
     return None
 
 
+def _mb(x: float) -> str:
+    """Megabytes, one decimal everywhere (a part under 0.05 MB reads "<0.1", none "-")."""
+    return "-" if not x else ("<0.1" if x < 0.05 else f"{x:.1f}")
+
+
 @_styled
 def plot_memory(rows, note: str | None = None) -> Figure:
-    """Stacked bars: the analytic memory of one training step per algorithm, by part
-    (`MEMORY_PARTS`, bytes), with the measured peak ("measured_peak" or
-    "measured_peak_step") as a marker. ``rows``: list of dicts with "algorithm" (or
-    "name") and the parts, flat or under "breakdown" (as `measure.step_memory`
-    returns them), or a dict name -> such a dict. ``note``: a line of text under the bars
-    (e.g. what dominates at this size).
+    """The memory of one training step per algorithm, in two panels. Left: stacked bars of
+    the analytic memory by part (`MEMORY_PARTS`, bytes), with the measured peak
+    ("measured_peak" or "measured_peak_step") as a marker and both totals written above.
+    Right: the same parts as a table (a row per part, a column per algorithm, MB in each
+    cell, shaded on a log scale), so that the small parts (the critic's) read as well as the
+    activations. ``rows``: list of dicts with "algorithm" (or "name") and the parts, flat or
+    under "breakdown" (as `measure.step_memory` returns them), or a dict name -> such a dict;
+    a row's "layout" (how its step runs: whole batch, minibatches, shared prompts) is
+    written under its name, since the activations depend on it more than on the algorithm.
+    ``note``: a line of text under the panels (e.g. what dominates at this size).
     """
     if isinstance(rows, Mapping):
         rows = [{"algorithm": k, **v} for k, v in rows.items()]
@@ -226,30 +366,69 @@ def plot_memory(rows, note: str | None = None) -> Figure:
     if not rows:
         raise ValueError("rows must hold at least one algorithm")
     names = [str(r.get("algorithm", r.get("name", f"row {i}"))) for i, r in enumerate(rows)]
+    ticks = [textwrap.fill(n, 14) + (f"\n{textwrap.fill(str(r['layout']), 18)}" if r.get("layout") else "")
+             for n, r in zip(names, rows, strict=True)]  # fmt: skip
     parts = [p for p in MEMORY_PARTS if any(r.get(p) for r in rows)]
-    fig, (ax,) = _new(size=(max(5.0, 1.3 * len(rows) + 3.5), 4.5))
+    fig, (ax, tab) = _new(2, 1, size=(max(5.0, 1.5 * len(rows) + 2.0) + 1.3 * len(rows) + 3.2, 5.0),
+                          width_ratios=(max(5.0, 1.5 * len(rows) + 2.0), 1.3 * len(rows) + 3.2))  # fmt: skip
     bottom = np.zeros(len(rows))
     colors = dict(zip(MEMORY_PARTS, MEMORY_COLORS, strict=True))
+    pos = np.arange(len(rows))
     for p in parts:
         vals = np.array([float(r.get(p) or 0.0) for r in rows]) / MB
-        ax.bar(names, vals, 0.6, bottom=bottom, label=p.replace("_", " "), color=colors[p])
+        ax.bar(pos, vals, 0.6, bottom=bottom, label=p.replace("_", " "), color=colors[p])
         bottom += vals
     measured = [_measured(r) for r in rows]
-    for i, total in enumerate(bottom):  # the analytic total, above the bar and the marker
+    for i, total in enumerate(bottom):  # both totals, above the bar and the marker
         top = max(total, (measured[i] or 0.0) / MB)
-        ax.annotate(f"analytic {total:.4g} MB", (i, top), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 8), textcoords="offset points")  # fmt: skip
+        text = f"analytic {_mb(total)} MB" + (f"\nmeasured {_mb(measured[i] / MB)} MB" if measured[i] else "")
+        ax.annotate(text, (i, top), ha="center", va="bottom", fontsize=8, xytext=(0, 6), textcoords="offset points")
     if any(m is not None for m in measured):
         ys = [np.nan if m is None else m / MB for m in measured]
-        ax.plot(names, ys, "D", color="black", ms=7, label="measured peak", zorder=3)
-    ax.set(xlabel="algorithm", ylabel="memory of one training step (MB)",
-           title="Memory: analytic breakdown vs measured peak")  # fmt: skip
-    ax.margins(y=0.12)
+        ax.plot(pos, ys, "D", color="black", ms=7, label="measured peak", zorder=3)
+    ax.set_xticks(pos, ticks, fontsize=8)
+    ax.set(xlabel="algorithm (how its step runs)", ylabel="memory of one training step (MB)",
+           title="Total: analytic parts and measured peak")  # fmt: skip
+    ax.margins(y=0.22)
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
-    ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    if note:
-        fig.text(0.01, -0.02, textwrap.fill(note, 130), ha="left", va="top", fontsize=8.5)
+    ax.legend(handles[::-1], labels[::-1], loc="upper right", fontsize=8)
+    table = np.array([[float(r.get(p) or 0.0) / MB for r in rows] for p in parts])
+    shade = np.log10(np.where(table > 0, table, np.nan))
+    tab.imshow(shade, cmap="Blues", aspect="auto", vmin=np.nanmin(shade) - 1.0, vmax=np.nanmax(shade) + 0.3)
+    for (j, i), v in np.ndenumerate(table):
+        tab.text(i, j, _mb(v), ha="center", va="center", fontsize=8.5)
+    tab.set_xticks(pos, [textwrap.fill(n, 14) for n in names], fontsize=8)
+    tab.set_yticks(np.arange(len(parts)), [p.replace("_", " ") for p in parts], fontsize=8.5)
+    tab.tick_params(length=0)
+    tab.grid(False)
+    tab.set(title="By part (MB; shade: log scale)", xlabel="algorithm", ylabel="part of the step's memory")
+    fig.suptitle("Memory of one training step")
+    _footnote(fig, [note], width=150)
+    set_alt(fig, f"Memory of one training step for {', '.join(names)}: stacked bars of the analytic memory by part "
+                 "with the measured peak as a diamond, and a table of the same parts in megabytes, one column per "
+                 "algorithm; each bar is labelled with how its step runs (whole batch or minibatches).")  # fmt: skip
     return fig
+
+
+@_styled
+def plot_comparison_memory(result: Mapping, note: str | None = None) -> Figure:
+    """`plot_memory` of `measure.run_comparison`'s result, each bar labelled with how its
+    step runs (the update's batch: whole or in minibatches; GRPO's prompts run once per
+    group), read from each algorithm's config: at this size the activations, which that
+    layout sets, are most of the memory, so a taller bar is not a costlier algorithm."""
+    rows = []
+    for a, m in result.get("memory", {}).items():
+        row = result["algorithms"][a]
+        hist = (row.get("histories") or [{}])[0]
+        cfg = hist.get("config", {}) if isinstance(hist, Mapping) else getattr(hist, "config", {})
+        batch, mbs = m.get("batch_size"), int(cfg.get("minibatches", 1) or 1)
+        layout = f"whole batch ({batch}) per update" if mbs == 1 else f"{mbs} minibatches of {batch // mbs}"
+        if int(cfg.get("group_size", 1) or 1) > 1 and cfg.get("share_prompts", False):
+            layout += f", each prompt run once for its {cfg['group_size']} answers"
+        rows.append({**m, "algorithm": row.get("label", a), "layout": layout})
+    if not rows:
+        raise ValueError("result holds no memory measurement (run_comparison(..., measure=True))")
+    return plot_memory(rows, note=note)
 
 
 def _num_then_str(v):
@@ -282,6 +461,9 @@ def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
     ax.set(xlabel="policy parameters (count, log scale)", ylabel="PPO / GRPO peak memory (ratio)",
            title="How much more memory PPO's critic costs")  # fmt: skip
     ax.legend(loc="best")
+    set_alt(fig, "Line chart of the PPO / GRPO peak-memory ratio against the policy's parameter count on a log "
+                 "scale, measured and analytic, one colour per batch size"
+                 + (f", with a dotted line at the parameter-dominated limit {limit:g}x." if limit is not None else "."))  # fmt: skip
     return fig
 
 

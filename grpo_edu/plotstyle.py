@@ -24,7 +24,8 @@ STYLE = {
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 ALGO_COLORS = {"grpo": "#0072B2", "ppo": "#D55E00", "baseline": "#009E73", "reinforce": "#E69F00"}
 X_LABELS = {
-    "samples": "generated completions (samples)", "seconds": "training wall time (s)",
+    "samples": "generated completions (samples)",
+    "seconds": "training wall time (s, evaluation excluded; noisy on a shared machine)",
     "step": "RL step", "episodes": "episodes played",
 }  # fmt: skip
 METRIC_LABELS = {
@@ -33,10 +34,24 @@ METRIC_LABELS = {
     "clip_ratio": "clipped tokens (fraction)", "grad_norm": "gradient norm (L2, pre-clip)",
     "frac_reward_zero_std": "groups with equal rewards (fraction)",
     "completion_length": "completion length (tokens)", "value_loss": "critic loss (MSE/2)",
-    "relative_variance": "relative variance $\\mathrm{tr\\,Cov}(g)\\,/\\,\\|\\bar g\\|^2$\n(lower is better)",
+    "relative_variance": "relative variance of the gradient\n(lower is better)",
     "mean_cosine": "mean cosine to the mean gradient\n(higher is better)",
-    "relative_variance_corrected": "relative variance, bias-corrected\n$\\mathrm{tr\\,Cov}(g)\\,/\\,(\\|\\bar g\\|^2 - \\mathrm{tr\\,Cov}/K)$ (lower is better)",
+    "relative_variance_corrected": "relative variance of the gradient\n(bias-corrected; lower is better)",
+    "total_variance": "total variance tr Cov(g)\n(lower is better)",
 }  # fmt: skip
+METRIC_TITLES = {  # a panel's title, in words (the formula goes in the figure's footnote)
+    "relative_variance": "noise of the gradient: relative variance",
+    "relative_variance_corrected": "noise of the gradient: relative variance (bias-corrected)",
+    "mean_cosine": "agreement of one batch's gradient with the mean gradient",
+    "total_variance": "total variance of one batch's gradient",
+}
+VARIANCE_FORMULA = {  # the footnote of a figure that plots these keys
+    "relative_variance": "relative variance = tr Cov(g) / |mean g|^2 over K batch gradients g",
+    "relative_variance_corrected": (
+        "relative variance = tr Cov(g) / |E g|^2, with |E g|^2 estimated without bias as |mean g|^2 - tr Cov(g) / K "
+        "over K batch gradients g (lower: fewer batches for the same precision)"
+    ),
+}
 MEMORY_PARTS = (
     "policy_params", "policy_grads", "optimizer_state", "reference_params",
     "critic_params", "critic_grads", "critic_optimizer_state", "activations",

@@ -72,13 +72,59 @@ def test_learning_curves_several_seeds_and_given_axis():
     seeds = {"ppo": [fake_history("ppo", i) for i in range(3)], "grpo": fake_history("grpo")}
     fig = Figure()
     ax = fig.add_subplot()
-    out = plots.plot_learning_curves(seeds, x="seconds", ax=ax, target=None, band="std")
+    out = plots.plot_learning_curves(seeds, x="step", ax=ax, target=None, band="std")
     assert out is fig
     labels = ax.get_legend_handles_labels()[1]
-    assert any(lab.startswith("ppo (mean ± std of 3)") for lab in labels)
+    assert "ppo (mean ± std of 3)" in labels and "grpo" in labels
     assert len(ax.collections) == 1  # one band, for the run with several seeds
+    assert ax.get_legend().get_title().get_text() == ""  # not every curve is one seed
+    mean = next(line for line in ax.lines if line.get_label().startswith("ppo"))
+    runs = np.stack([h.eval_series("accuracy") for h in seeds["ppo"]])
+    np.testing.assert_allclose(mean.get_xdata(), [5, 10, 15, 20])  # the evaluations, no interpolated grid
+    np.testing.assert_allclose(mean.get_ydata(), runs.mean(0))
     with pytest.raises(ValueError, match="x"):
         plots.plot_learning_curves(seeds, x="epochs")
+
+
+def test_learning_curves_on_different_x_stop_where_the_data_stops():
+    # seconds differ per seed: each seed drawn through its own evaluations up to its last one, the mean and
+    # the band only where every seed has data
+    seeds = [fake_history("ppo", 0, steps=20), fake_history("ppo", 1, steps=15), fake_history("ppo", 2, steps=10)]
+    for k, h in enumerate(seeds):
+        for e in h.evals:
+            e["seconds"] = e["step"] * (0.1 + 0.02 * k)
+    (ax,) = labelled(plots.plot_learning_curves({"ppo": seeds}, x="seconds", target=None))
+    thin = [line for line in ax.lines if line.get_label().startswith("_")]
+    assert len(thin) == 3
+    for line, h in zip(thin, seeds, strict=True):  # the real evaluation points, nothing after the last
+        np.testing.assert_allclose(line.get_xdata(), [e["seconds"] for e in h.evals])
+        assert line.get_marker() == "o"
+    (mean,) = [line for line in ax.lines if not line.get_label().startswith("_")]
+    assert mean.get_label() == "ppo (mean, min-max of 3; thin lines: each seed)"
+    x = mean.get_xdata()
+    assert x.min() == pytest.approx(5 * 0.14) and x.max() == pytest.approx(10 * 0.14)  # all three have data there
+    assert mean.get_marker() in ("None", "", None)  # markers only on measured points
+    (band,) = ax.collections
+    vertices = band.get_paths()[0].vertices[:, 0]
+    assert vertices.min() >= x.min() - 1e-9 and vertices.max() <= x.max() + 1e-9
+
+
+def test_learning_curves_y_axis_and_one_seed_note():
+    high = fake_history("grpo")
+    for e in high.evals:
+        e["accuracy"] = 0.5 + 0.4 * e["step"] / 20  # 0.6 .. 0.9
+    fig = plots.plot_learning_curves({"grpo": high}, x="seconds", target=0.9)
+    (ax,) = fig.axes
+    lo, hi = ax.get_ylim()
+    assert lo == pytest.approx(0.5) and hi == pytest.approx(1.0)  # a tenth below the lowest point, not 0
+    assert ax.get_legend().get_title().get_text() == "one seed per curve: no spread shown"
+    assert not ax.collections  # no band from one seed
+    assert "noisy on a shared machine" in ax.get_xlabel()
+    assert "one seed each" in plots.alt_text(fig)
+    low = fake_history("grpo")
+    for e in low.evals:
+        e["accuracy"] = 0.02
+    assert plots.plot_learning_curves(low, target=None).axes[0].get_ylim()[0] == 0.0  # never below 0
 
 
 def test_metrics_small_multiples():
@@ -115,10 +161,16 @@ def test_memory_figures():
     nested = [
         {"algorithm": "GRPO", "breakdown": {"policy_params": 4 * P, "activations": P}, "measured_peak_step": 6 * P}
     ]  # diagnostics.step_memory's layout
-    (ax,) = labelled(plots.plot_memory(nested))
+    ax, _ = labelled(plots.plot_memory(nested))
     assert ax.lines[0].get_ydata()[0] == pytest.approx(6.0)
-    (ax,) = labelled(plots.plot_memory(rows))
+    ax, table = labelled(plots.plot_memory(rows))
     assert "MB" in ax.get_ylabel()
+    # the table: one row per part, one column per algorithm, one decimal ("-": the part is absent)
+    cells = [t.get_text() for t in table.texts]
+    assert cells[:2] == ["4.0", "4.0"] and cells.count("-") == 3  # GRPO has no critic parts
+    assert [t.get_text() for t in table.get_yticklabels()][-1] == "activations"
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["analytic 30.0 MB\nmeasured 25.0 MB", "analytic 46.0 MB\nmeasured 40.0 MB"]
     tops = [p.get_y() + p.get_height() for p in ax.patches]
     assert max(tops) == pytest.approx(46.0)  # PPO: 46e6 bytes stacked = 46 MB
     marker = next(line for line in ax.lines if line.get_label() == "measured peak")
@@ -127,6 +179,99 @@ def test_memory_figures():
              for p in (1e5, 1e6, 1e7) for b in (64, 512)]  # fmt: skip
     (ax,) = labelled(plots.plot_memory_ratio(sweep))
     assert ax.get_xscale() == "log"
+    assert plots._mb(0.04) == "<0.1" and plots._mb(0.0) == "-" and plots._mb(52.93) == "52.9"
+
+
+def fake_comparison(critic=0.45, gae=0.45):
+    stats = lambda v: {"relative_variance_corrected": v, "relative_variance": v}  # noqa: E731
+    algos = {a: {"label": label, "histories": [{"config": cfg}]} for a, label, cfg in (
+        ("reinforce", "REINFORCE", {"minibatches": 1, "group_size": 1}),
+        ("baseline", "REINFORCE + critic baseline", {"minibatches": 1, "group_size": 1}),
+        ("ppo", "PPO + critic", {"minibatches": 2, "group_size": 1}),
+        ("grpo", "GRPO", {"minibatches": 2, "group_size": 8, "share_prompts": True}))}  # fmt: skip
+    P = 1e6
+    mem = {a: {"batch_size": 512, "measured_peak_step": 20 * P,
+               "breakdown": {"policy_params": P, "critic_params": 0.4 * P if a in ("baseline", "ppo") else 0.0,
+                             "activations": 15 * P}} for a in algos}  # fmt: skip
+    return {
+        "algorithms": algos,
+        "memory": mem,
+        "gradient_variance_distinct": {"_meta": {"prompts_per_batch": 512, "group_size": 8},
+                                       "raw": stats(0.36), "critic": stats(critic), "gae": stats(gae)},
+        "gradient_variance": {"_meta": {"prompts_per_batch": 64, "group_size": 8}, "raw": stats(0.65),
+                              "critic": stats(critic + 0.1), "gae": stats(gae + 0.1), "group_norm": stats(1.19)},
+    }  # fmt: skip
+
+
+def test_comparison_variance_one_panel_per_layout():
+    fig = plots.plot_comparison_variance(fake_comparison())
+    distinct, grouped = labelled(fig)
+    assert distinct.get_title() == "512 prompts x 1 answer per batch"
+    assert grouped.get_title() == "64 prompts x 8 answers per batch"
+    assert [p.get_height() for p in distinct.patches] == [0.36, 0.45, 0.45]
+    assert [p.get_height() for p in grouped.patches] == pytest.approx([0.65, 0.55, 0.55, 1.19])
+    # solid in the layout the method trains with, hatched in the other one
+    assert [bool(p.get_hatch()) for p in distinct.patches] == [False, False, False]
+    assert [bool(p.get_hatch()) for p in grouped.patches] == [True, True, True, False]
+    assert distinct.get_xticklabels()[2].get_text().startswith("PPO + critic")
+    notes = " ".join(t.get_text() for t in fig.texts)
+    assert "PPO + critic and REINFORCE + critic baseline have equal bars" in notes.replace("\n", " ")
+    assert "relative_variance" not in fig.get_suptitle() + distinct.get_ylabel()  # no internal key names
+    assert "equal bars" not in " ".join(t.get_text() for t in plots.plot_comparison_variance(
+        fake_comparison(gae=0.5)).texts)  # fmt: skip
+    with pytest.raises(ValueError, match="gradient variance"):
+        plots.plot_comparison_variance({"algorithms": {}})
+
+
+def test_comparison_memory_says_how_each_step_runs():
+    ax, _ = labelled(plots.plot_comparison_memory(fake_comparison()))
+    ticks = [t.get_text().replace("\n", " ") for t in ax.get_xticklabels()]
+    assert "whole batch (512) per update" in ticks[0]
+    assert "2 minibatches of 256" in ticks[2]
+    assert "each prompt run once for its 8 answers" in ticks[3]
+    with pytest.raises(ValueError, match="memory"):
+        plots.plot_comparison_memory({"algorithms": {}})
+
+
+def test_every_figure_has_alt_text_and_show_displays_it(monkeypatch):
+    env = MazeEnv()
+    r = torch.tensor([1.0, 0, 0, 1])
+    figs = [
+        plots.plot_learning_curves(fake_history("grpo")),
+        plots.plot_metrics(fake_history("grpo"), keys="reward"),
+        plots.plot_variance({"raw": {"relative_variance": 0.5}}),
+        plots.plot_comparison_variance(fake_comparison()),
+        plots.plot_comparison_memory(fake_comparison()),
+        plots.plot_memory_ratio([{"params": 1e5, "batch_size": 64, "ratio_measured": 1.2}]),
+        plots.plot_clip_function(),
+        plots.plot_kl_estimators({"k1": np.array([0.1, 0.2])}, 0.1, 0.1),
+        plots.plot_maze(env),
+        plots.plot_group_advantages(r, 2, Fn.group_advantages(r, 2)[0]),
+    ]
+    for fig in figs:
+        assert len(plots.alt_text(fig) or "") > 40, fig
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append((obj, kw)))
+    plots.show(figs[0], alt="  a line\n chart  ")
+    ((bundle, kw),) = shown
+    assert kw["raw"] and kw["metadata"] == {"image/png": {"alt": "a line chart"}}
+    assert bundle["text/plain"] == "[figure] a line chart"
+    assert bundle["text/html"].startswith('<img src="data:image/png;base64,' + bundle["image/png"][:20])
+    assert bundle["text/html"].endswith('alt="a line chart">')
+    plots.show(figs[1])  # the figure's own alt text
+    assert shown[1][1]["metadata"]["image/png"]["alt"] == plots.alt_text(figs[1])
+    with pytest.raises(ValueError, match="alt"):
+        plots.show(Figure())
+    with pytest.raises(ValueError, match="alt"):
+        plots.set_alt(Figure(), "  ")
+
+
+def test_save_writes_the_alt_text_into_the_png(tmp_path):
+    from PIL import Image
+
+    fig = plots.set_alt(plots.plot_metrics(fake_history("grpo"), keys="reward"), "reward per step")
+    plots.save(fig, tmp_path / "m.png")
+    assert Image.open(tmp_path / "m.png").info["Description"] == "reward per step"
 
 
 @pytest.mark.parametrize(
