@@ -174,7 +174,12 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--nproc", type=_int(1), default=2, metavar="N", help="processes (ranks); the run checks it got N")
     h.add_argument("--steps", type=_int(1), default=3, metavar="N", help="generations of 64 completions, all ranks")
     h.add_argument("--out", default=None, metavar="DIR", help="folder for each rank's record (default: a temp dir)")
-    g = verb("regimes", "where each idea of the derivation pays: its claims in the regimes the default task removes")
+    g = verb(
+        "regimes",
+        "each claim where it fails and where it holds (regimes)",
+        "where each idea of the derivation pays: its claims measured in the regimes the default task "
+        "removes (reward offset, a learned reward model, difficulty spread), with verdicts and a figure each",
+    )
     g.add_argument(
         "--only",
         type=_list(str),

@@ -7,17 +7,20 @@ import pytest
 
 from grpo_edu import get_preset
 from grpo_edu.cli import main
-from grpo_edu.measure import (
+from grpo_edu.experiments import (
     Variant,
     best_learning_rates,
     format_ablation,
+    format_variance_study,
+    run_ablation,
+    run_variance_study,
+)
+from grpo_edu.measure import (
+    claims,
     format_memory_sweep,
     format_table,
-    format_variance_study,
     generation_speed,
-    run_ablation,
     run_comparison,
-    run_variance_study,
     where_each_wins,
     write_report,
 )
@@ -47,14 +50,45 @@ def test_comparison_small(tmp_path, reference):
     assert res["algorithms"]["grpo"]["memory_ratio_to_grpo"] == 1.0
     assert res["algorithms"]["ppo"]["updates_per_step"] == 4
     table = format_table(res)
-    assert "GRPO" in table and "PPO + critic" in table and "budget: 128 sampled" in table
-    assert "rel. var:" in table and "upd/step:" in table and "x GRPO:" in table  # the legend
-    assert "where each rung wins" in table
+    assert "grpo = GRPO" in table and "ppo = PPO + critic" in table and "budget: 128 sampled" in table
+    assert "rel. var = " in table and "peak MB = " in table and "critic MB = " in table  # one definition per column
+    assert "where each rung wins (the worst seed counts)" in table and "min-max over seeds" in table
+    assert max(map(len, table.splitlines())) <= 120  # fits a 120-column terminal
+    rows = res["algorithms"]
+    assert rows["grpo"]["critic_mb"] == 0 < rows["ppo"]["critic_mb"]
+    assert rows["reinforce"]["peak_step_memory_unshared_mb"] == rows["reinforce"]["peak_step_memory_mb"]
+    assert rows["ppo"]["rows_per_update"] == 32 and rows["reinforce"]["rows_per_update"] == 64
     paths = write_report(res, tmp_path)
     data = json.loads((tmp_path / "comparison.json").read_text())
     assert data["algorithms"]["grpo"]["final_accuracy"] == res["algorithms"]["grpo"]["final_accuracy"]
     for key in ("curves_samples", "curves_seconds", "variance", "memory"):
         assert (tmp_path / paths[key].split("/")[-1]).stat().st_size > 10_000  # a real PNG
+
+
+def test_one_seed_gives_no_verdict_between_rungs():
+    """With one seed a comparison between two rungs has no spread: the verdict says so, and the
+    legend does not speak of seeds it does not have."""
+    rows = {
+        a: {"label": a.upper(), "initial_accuracy": 0.5, "final_accuracy": [0.9], "samples_to_target": [s],
+            "seconds_to_target": [s / 100], "steps_to_target": [s // 512], "seconds_per_step": 0.1,
+            "updates_per_step": 1}
+        for a, s in (("reinforce", 51200), ("ppo", 20480), ("grpo", 30720))
+    }  # fmt: skip
+    one = {"seeds": [0], "algorithms": rows, "target": 0.9}
+    verdicts = {c["claim"]: c["verdict"] for c in claims(one)}
+    assert verdicts["every rung learns from the same reference"] == "holds"  # a fact of this one run
+    for claim, v in verdicts.items():
+        if claim != "every rung learns from the same reference":
+            assert v == "one seed", claim
+    several = {**one, "seeds": [0, 1], "algorithms": {a: {**r, "samples_to_target": r["samples_to_target"] * 2,
+               "seconds_to_target": r["seconds_to_target"] * 2, "final_accuracy": [0.9, 0.9]} for a, r in rows.items()}}  # fmt: skip
+    verdicts = {c["claim"]: c["verdict"] for c in claims(several)}  # two seeds that agree: verdicts
+    assert verdicts["a learned critic (PPO) beats the group baseline (GRPO) per sampled answer"] == "holds"
+    assert verdicts["GRPO reaches the target in less wall time than PPO"] == "fails here"  # 307 s vs 205 s
+    table = format_table({**one, "wins": where_each_wins(one), "claims": claims(one), "budget": "samples",
+                          "samples_budget": 1024, "sequences_per_step": 512, "reference": {"accuracy": 0.5}})  # fmt: skip
+    assert "[  one seed]" in table and "best on this one seed (not a ranking)" in table
+    assert "worst seed" not in table and "min-max over seeds" not in table and "depends" not in table
 
 
 def test_where_each_wins_by_hand():

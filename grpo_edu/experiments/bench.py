@@ -8,11 +8,11 @@ import platform
 
 import torch
 
+from ..measure.compare import ORDER
+from ..measure.cost import generation_speed, step_cost
+from ..measure.memory import step_memory
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
-from .compare import ORDER
-from .cost import generation_speed, step_cost
-from .memory import step_memory
 
 
 def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True) -> dict:

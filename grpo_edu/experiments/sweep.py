@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..algorithms import make_algorithm
+from ..measure.compare import ORDER
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
 from ..train import train
-from .compare import ORDER
 
 
 def run_sweep(

@@ -6,10 +6,10 @@ import copy
 
 from ..algorithms import make_algorithm
 from ..evaluation import evaluate
+from ..measure.variance import gradient_variance, score_norms
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
 from ..train import train
-from .variance import gradient_variance, score_norms
 
 
 def run_variance_study(

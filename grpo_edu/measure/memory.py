@@ -40,7 +40,7 @@ def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
     CPU: ``torch.profiler(profile_memory=True)``; the running sum of the ``[memory]`` events
     (+nbytes alloc, -nbytes free) in time order, its maximum inside each phase's
     ``record_function`` span. The profiler misses frees of tensors allocated before it
-    started: free those first. Without that profiler API: peak RSS (``_rss_peaks``).
+    started: free those first.
     """
     device = torch.device(device)
     if device.type == "cuda":
@@ -58,10 +58,7 @@ def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
         for i, fn in enumerate(phases):
             with record_function(f"grpo_edu_phase{i}"):
                 fn()
-    try:
-        events = prof.profiler.kineto_results.events()
-    except AttributeError:  # the profiler API moved: re-run the phases under the RSS high-water mark
-        return _rss_peaks(phases), "peak RSS (/proc/self/status VmHWM; coarse)"
+    events = prof.profiler.kineto_results.events()
     spans = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name().startswith("grpo_edu_phase")}
     mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     t, level = np.array([m[0] for m in mem], dtype=np.int64), np.cumsum([m[1] for m in mem], dtype=np.int64)
@@ -91,23 +88,6 @@ def _quiet_stderr():
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
-
-
-def _rss_peaks(phases) -> list[int]:
-    """Fallback, MEASURED: VmHWM (peak resident set) growth per phase, reset via clear_refs.
-    Coarse: includes allocator slack and pages torch did not hand back to the OS."""
-
-    def status(key):
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
-
-    base, peaks = status("VmRSS:"), []
-    for fn in phases:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the high-water mark to the current RSS
-        fn()
-        peaks.append(status("VmHWM:") - base)
-    return peaks
 
 
 def _storage_bytes(tensors) -> int:

@@ -1,0 +1,24 @@
+"""The longer jobs of the `grpo-edu` verbs, built on `grpo_edu.measure` (imports go down):
+
+    bench.py            grpo-edu bench: generation speed, step time, passes, memory per algorithm
+    sweep.py            grpo-edu sweep: learning rate x seed, is the comparison fair?
+    variance_study.py   grpo-edu variance: each estimator's gradient variance at several snapshots
+    ablation.py         grpo-edu ablate: which settings of the reference make RL fast or slow
+    check_notebooks.py  grpo-edu check-notebooks: nbval under seed shifts and CPU kernels
+    reports.py          their text tables
+
+`grpo_edu.measure` holds what the course measures (the notebooks call it); this package holds
+what only a verb runs.
+"""
+
+from .ablation import ROWS, Variant, run_ablation
+from .bench import run_bench
+from .check_notebooks import check_notebooks, format_check
+from .reports import format_ablation, format_bench, format_sweep, format_variance_study
+from .sweep import best_learning_rates, run_sweep
+from .variance_study import run_variance_study
+
+__all__ = [
+    "ROWS", "Variant", "best_learning_rates", "check_notebooks", "format_ablation", "format_bench", "format_check",
+    "format_sweep", "format_variance_study", "run_ablation", "run_bench", "run_sweep", "run_variance_study",
+]  # fmt: skip

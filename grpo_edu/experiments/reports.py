@@ -1,0 +1,103 @@
+"""The text tables of the experiments (what `grpo-edu bench`, `sweep`, `variance` and
+`ablate` print; the README quotes them)."""
+
+from __future__ import annotations
+
+import math
+
+from ..measure.common import reach, spread
+
+
+def format_bench(b: dict) -> str:
+    g = b["generation"]
+    lines = [
+        f"device: {b['device']}, torch {b['torch']}, {b['threads']} thread(s), preset {b['preset']}",
+        f"generation, {g['batch']} sequences: recompute prefix {g['uncached_tokens_per_s']:,.0f} tok/s, "
+        f"KV cache {g['cached_tokens_per_s']:,.0f} tok/s ({g['speedup']:.2f}x), + each prompt once "
+        f"{g['shared_tokens_per_s']:,.0f} tok/s ({g['share_speedup']:.2f}x more)",
+        f"{'method':<10} {'s/step':>7} {'gen s':>7} {'update s':>8} {'upd/step':>8} "
+        f"{'fwd+bwd per update (policy/ref/critic)':>40} {'peak MB':>8} {'w/ rollout':>10}",
+    ]
+    for a, r in b["algorithms"].items():
+        p = r["passes_per_update"]
+        passes = (
+            f"{p['policy_forward']:.0f}+{p['policy_backward']:.0f} / {p['reference_forward']:.2f}+0 / "
+            f"{p['critic_forward']:.0f}+{p['critic_backward']:.0f}"
+        )
+        lines.append(
+            f"{a:<10} {r['seconds_per_step']:>7.3f} {r['generation_seconds']:>7.3f} "
+            f"{r['update_seconds']:>8.3f} {r['updates_per_step']:>8} {passes:>40} "
+            f"{r['peak_step_mb']:>8.1f} {r['peak_with_rollout_mb']:>10.1f}"
+        )
+    return "\n".join(lines)
+
+
+def format_sweep(sweep: dict) -> str:
+    lrs = sorted({r["lr"] for r in sweep["rows"]})
+    lines = [
+        f"final held-out accuracy after {sweep['steps']} steps x {sweep['sequences_per_step']} "
+        f"completions (mean over seeds, [min, max])",
+        f"{'method':<10}" + "".join(f"{'lr ' + format(lr, 'g'):>22}" for lr in lrs),
+    ]
+    for a in dict.fromkeys(r["algorithm"] for r in sweep["rows"]):
+        cells = []
+        for lr in lrs:
+            accs = [r["final_accuracy"] for r in sweep["rows"] if r["algorithm"] == a and r["lr"] == lr]
+            cells.append(f"{sum(accs) / len(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]")
+        lines.append(f"{a:<10}" + "".join(f"{c:>22}" for c in cells))
+    from .sweep import best_learning_rates
+
+    best = best_learning_rates(sweep)
+    lines.append("best lr: " + ", ".join(f"{a} {v[0]:g} ({v[1]:.3f})" for a, v in best.items()))
+    return "\n".join(lines)
+
+
+def format_variance_study(study: dict) -> str:
+    est = ("raw", "batch_mean", "critic", "optimal", "group_mean", "group_loo", "group_norm")
+    P, G = study["prompts"], study["group_size"]
+    lines = [
+        f"relative variance tr(Cov)/|mean g|^2 of the gradient estimate, K={study['n_batches']} "
+        f"batches of {P * G} sequences: {P}x{G} = {P} prompts x {G} samples, {P * G}x1 = distinct prompts",
+        f"{'snapshot':<34}{'acc':>6}{'layout':>8}"
+        + "".join(f"{e:>11}" for e in est)
+        + f"{'b*':>8}{'mean R':>8}{'|s|2 ok/wrong':>15}",
+    ]
+    for r in study["rows"]:
+        sn = r["score_norms"]
+        for layout, tag in (("group", f"{P}x{G}"), ("distinct", f"{P * G}x1")):
+            res = r[layout]
+            cells = "".join(f"{res[e]['relative_variance']:>11.3f}" if e in res else f"{'-':>11}" for e in est)
+            tail = (
+                f"{sn['b_star']:>8.3f}{sn['mean_reward']:>8.3f}"
+                f"{sn['score_norm2_correct'] / max(sn['score_norm2_wrong'], 1e-12):>15.2f}"
+                if layout == "group"
+                else ""
+            )
+            lines.append(f"{r['label']:<34}{r['accuracy']:>6.3f}{tag:>8}{cells}{tail}")
+    return "\n".join(lines)
+
+
+def format_ablation(result: dict) -> str:
+    """The table: reference accuracy and each algorithm's accuracy after ``steps`` steps as
+    mean [min, max] over seeds, and how many seeds reached 90% (and at which steps)."""
+    algos, n = result["algorithms"], len(result["seeds"])
+    head = f"{'row':<22}{'reference':>22}" + "".join(
+        f"{a + ' @' + str(result['steps']):>24}{'seeds >= 90%, at step':>24}" for a in algos
+    )
+    lines = [
+        f"held-out greedy accuracy, mean [min, max] over {n} seeds (each: SFT + RL), "
+        f"{result['steps']} steps x {result['sequences_per_step']} completions, preset {result['preset']}",
+        head,
+    ]
+    for row in result["rows"]:
+        runs = row["runs"]
+        cells = f"{row['name']:<22}{spread([r['reference_accuracy'] for r in runs], '.3f'):>22}"
+        for a in algos:
+            cells += f"{spread([r[a]['final_accuracy'] for r in runs], '.3f'):>24}"
+            hit = [r[a]["steps_to_90"] for r in runs if r[a]["steps_to_90"] is not None]
+            cells += f"{f'{len(hit)}/{n}, {reach(hit)}' if hit else f'0/{n}':>24}"
+        lines.append(cells)
+    lines.append("rows: " + "; ".join(f"{r['name']} = {r['what']}" for r in result["rows"]))
+    if not math.isnan(result.get("seconds", math.nan)):
+        lines.append(f"total {result['seconds']:.0f} s")
+    return "\n".join(lines)
