@@ -33,6 +33,8 @@ SITE = ROOT / "course" / "site"
 CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
+pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # Sphinx 11's, inside Sphinx
+
 pytest.importorskip("myst_nb", reason='the site needs the [docs] extra: pip install -e ".[docs]"')
 pytest.importorskip("sphinx_book_theme", reason='the site needs the [docs] extra: pip install -e ".[docs]"')
 
@@ -95,6 +97,12 @@ def test_a_code_name_that_resolves_is_a_link(tmp_path):
     assert status == 0, warnings
     html = (tmp_path / "out" / "index.html").read_text()
     assert 'href="#grpo_edu.functional.group_advantages"' in html
+
+
+def test_a_name_that_exists_without_a_page_is_code_not_an_error(tmp_path):
+    status, warnings = _mini_build(tmp_path, "Page\n====\n\nSee ``Fn.gae`` and ``grpo_edu.rollout``.\n")
+    assert status == 0, warnings
+    assert "href" not in (tmp_path / "out" / "index.html").read_text().split("See", 1)[1].split("</p>", 1)[0]
 
 
 def test_a_broken_code_name_fails_the_build(tmp_path):
@@ -325,8 +333,17 @@ def test_screenshot_of_a_notebook_page(site, browser):
     cdp, base = browser
     cdp.goto(base + "notebooks/04_grpo.html")
     cdp.eval(_SETTLE, timeout=30)
-    png = cdp.send("Page.captureScreenshot", format="png")["data"]
-    out = site.parent / "screenshots" / "04_grpo.png"
-    out.parent.mkdir(exist_ok=True)
-    out.write_bytes(base64.b64decode(png))
-    assert out.stat().st_size > 20_000  # a blank page is a few kB
+    folder = site.parent / "screenshots"
+    folder.mkdir(exist_ok=True)
+    top = folder / "04_grpo.png"
+    top.write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
+    # then the first figure with the text around it (a notebook output, with math nearby)
+    assert cdp.eval(
+        "(() => { const i = document.querySelector('.cell_output img'); if (!i) return false; "
+        "i.scrollIntoView({block: 'center'}); return true; })()"
+    )
+    time.sleep(0.3)
+    figure = folder / "04_grpo_figure.png"
+    figure.write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
+    for png in (top, figure):
+        assert png.stat().st_size > 20_000  # a blank page is a few kB

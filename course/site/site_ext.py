@@ -287,7 +287,37 @@ class CodeNamesToLinks(SphinxTransform):
             lit.replace_self(xref)
 
 
+def importable(dotted: str) -> bool:
+    """True if ``grpo_edu.x.y`` / ``envs.x`` names an object that exists (imports, has the attribute)."""
+    if not dotted.startswith(("grpo_edu.", "envs.")) and dotted not in ("grpo_edu", "envs"):
+        return False
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _missing_reference(app, env, node, contnode):
+    """A library name that exists but has no page of its own: shown as code, without a link.
+
+    Only a name that does not exist (a function the library lost, a typo) stays a warning,
+    which ``-W`` turns into a failed build.
+    """
+    if node.get("refdomain") == "py" and importable(node.get("reftarget", "")):
+        return contnode
+    return None
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _process_docstring, priority=400)  # before napoleon (500)
+    app.connect("missing-reference", _missing_reference)
     app.add_transform(CodeNamesToLinks)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
