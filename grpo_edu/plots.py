@@ -423,7 +423,7 @@ def plot_comparison_memory(result: Mapping, note: str | None = None) -> Figure:
         cfg = hist.get("config", {}) if isinstance(hist, Mapping) else getattr(hist, "config", {})
         batch, mbs = m.get("batch_size"), int(cfg.get("minibatches", 1) or 1)
         layout = f"whole batch ({batch}) per update" if mbs == 1 else f"{mbs} minibatches of {batch // mbs}"
-        if int(cfg.get("group_size", 1) or 1) > 1 and cfg.get("share_prompts", False):
+        if int(cfg.get("group_size", 1) or 1) > 1 and cfg.get("share_prompts", True):  # rollout's default: shared
             layout += f", each prompt run once for its {cfg['group_size']} answers"
         rows.append({**m, "algorithm": row.get("label", a), "layout": layout})
     if not rows:

@@ -158,7 +158,6 @@ def write_report(result: dict, out_dir) -> dict:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
 
     from .. import plots
 
@@ -167,30 +166,16 @@ def write_report(result: dict, out_dir) -> dict:
     paths = {}
     hist = {r["label"]: [History.from_dict(h) for h in r["histories"]] for r in result["algorithms"].values()}
     for x in ("samples", "seconds"):
-        fig = plots.plot_learning_curves(hist, x=x)
         paths[f"curves_{x}"] = out_dir / f"learning_curves_{x}.png"
-        fig.savefig(paths[f"curves_{x}"], dpi=120, bbox_inches="tight")
-        plt.close(fig)
+        plots.save(plots.plot_learning_curves(hist, x=x), paths[f"curves_{x}"])  # with its alt text
     if "memory" in result:
-        fig = plots.plot_variance(
-            method_variance(result),
-            key="relative_variance_corrected",
-            xlabel="method (layout)",
-            title="Each method's gradient estimate at the reference, in the layout it trains with",
-        )
         paths["variance"] = out_dir / "gradient_variance.png"
-        fig.savefig(paths["variance"], dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        rows = [{**m, "algorithm": result["algorithms"][a]["label"]} for a, m in result["memory"].items()]
-        fig = plots.plot_memory(rows, note=memory_note(result))
+        plots.save(plots.plot_comparison_variance(result), paths["variance"])  # one panel per batch layout
         paths["memory"] = out_dir / "memory.png"
-        fig.savefig(paths["memory"], dpi=120, bbox_inches="tight")
-        plt.close(fig)
+        plots.save(plots.plot_comparison_memory(result, note=memory_note(result)), paths["memory"])
     if result.get("memory_sweep"):
-        fig = plots.plot_memory_ratio(result["memory_sweep"])
         paths["memory_ratio"] = out_dir / "memory_ratio.png"
-        fig.savefig(paths["memory_ratio"], dpi=120, bbox_inches="tight")
-        plt.close(fig)
+        plots.save(plots.plot_memory_ratio(result["memory_sweep"]), paths["memory_ratio"])
     clean = {k: v for k, v in result.items() if not k.startswith("_")}
     paths["json"] = out_dir / "comparison.json"
     paths["json"].write_text(json.dumps(clean, indent=1, default=str))
