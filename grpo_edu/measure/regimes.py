@@ -1,0 +1,408 @@
+"""Where each idea of the derivation pays (grpo-edu regimes): the regimes the default task removes.
+
+The default task (0/1 rewards, uniform 2-digit addition, an exact checker) makes several of
+the derivation's claims fail (`grpo-edu compare`). Each regime here turns one mechanism back
+on with a task or reward knob, trains through the public API, and tests the claims again:
+
+    offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
+    reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
+    difficulty    mixed operand lengths: a prompt has a value to learn, groups tie by difficulty
+
+Every function returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the
+form `measure.format_claims` prints) and the numbers behind them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from .. import functional as Fn
+from ..algorithms import make_algorithm
+from ..algorithms.critic import fit_critic
+from ..evaluation import evaluate
+from ..presets import make_task, resolve_preset
+from ..reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
+from ..rollout import generate, sample_batch, sequence_logprobs
+from ..train import train
+from .common import rngs, spread
+
+REGIMES = ("offset", "reward_model", "difficulty")
+
+
+def _claim(claim, measurement, verdict):
+    return {"claim": claim, "measurement": measurement, "verdict": verdict}
+
+
+def _above(a, b, margin=0.0):
+    """holds: every seed of a above every seed of b (by margin); fails here: the other way; else depends."""
+    if min(a) > max(b) + margin:
+        return "holds"
+    return "fails here" if max(a) < min(b) - margin else "depends"
+
+
+def _bar(total, desc, progress):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not progress, leave=False)
+
+
+def _task(preset, **knobs):
+    from envs import ArithmeticTask
+
+    return ArithmeticTask(**{**resolve_preset(preset).task, **knobs})
+
+
+def with_critic_warmup(algo, task, steps: int, seed: int):
+    """``algo`` whose critic first fits ``steps`` batches from the starting policy, before the policy moves."""
+    setup = algo.setup
+
+    def warm_setup(policy, reference=None, generator=None):
+        setup(policy, reference, generator)
+        rng, gen = rngs(seed + 7, next(policy.parameters()).device)
+        for _ in range(steps):
+            ro, scores, _ = sample_batch(policy, task, 512, 1, rng, gen)
+            algo.critic.step(ro, Fn.discounted_returns(scores, ro.mask, 1.0), ro.mask)
+        return algo
+
+    algo.setup = warm_setup
+    return algo
+
+
+def affine_gap(rewards, shift: float, scale: float, group_size: int = 8, eps: float = 1e-4) -> float:
+    """max_i |A_i(shift + scale * r) - A_i(r)| of GRPO's group advantage (scale_rewards="group"):
+    0 up to float rounding for any shift, about eps / std(r) relative for a scale, and far
+    more once scale * std(r) is not large against eps."""
+    a = Fn.group_advantages(shift + scale * rewards, group_size, eps=eps)[0]
+    return float((a - Fn.group_advantages(rewards, group_size, eps=eps)[0]).abs().max())
+
+
+def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progress=True) -> dict:
+    """Rewards (wrong, right) = (0, 1), (5, 6), (-1, 1): REINFORCE, the baselines, PPO and GRPO.
+
+    MEASURED: greedy held-out accuracy after ``steps`` steps, per seed; GRPO's advantages of
+    one reference batch under affine maps of the reward (max |A' - A|, exact arithmetic)."""
+    preset = resolve_preset(preset)
+    start = evaluate(reference, _task(preset))
+    ro, scores, _ = sample_batch(reference, _task(preset), 64, 8, *rngs(preset.seed, preset.device))
+    r = scores.sum(1)
+    eps = make_algorithm("grpo").config.adv_eps
+    maps = {"(5, 6)": (5.0, 1.0), "(-1, 1)": (-1.0, 2.0), "(0, 1e-4)": (0.0, 1e-4), "(0, 1e-2)": (0.0, 1e-2)}
+    adv_diff = {k: affine_gap(r, a, b, 8, eps) for k, (a, b) in maps.items()}
+    runs = {  # name -> (algorithm, reward_values, config, critic warm-up)
+        "REINFORCE (0, 1)": ("reinforce", (0.0, 1.0), {}, 0),
+        "REINFORCE (5, 6)": ("reinforce", (5.0, 6.0), {}, 0),
+        "REINFORCE (-1, 1)": ("reinforce", (-1.0, 1.0), {}, 0),
+        "batch-mean baseline (0, 1)": ("baseline", (0.0, 1.0), {"baseline": "batch_mean"}, 0),
+        "batch-mean baseline (5, 6)": ("baseline", (5.0, 6.0), {"baseline": "batch_mean"}, 0),
+        "critic baseline (5, 6)": ("baseline", (5.0, 6.0), {}, 0),
+        "critic baseline (5, 6), warm-up": ("baseline", (5.0, 6.0), {}, warmup),
+        "PPO (5, 6)": ("ppo", (5.0, 6.0), {}, 0),
+        "PPO (5, 6), no whitening": ("ppo", (5.0, 6.0), {"whiten_advantages": False}, 0),
+        "GRPO (0, 1)": ("grpo", (0.0, 1.0), {}, 0),
+        "GRPO (5, 6)": ("grpo", (5.0, 6.0), {}, 0),
+    }
+    acc, bar = {k: [] for k in runs}, _bar(len(runs) * len(seeds), "offset", progress)
+    for seed in seeds:
+        for name, (algo, rv, cfg, warm) in runs.items():
+            a, task = make_algorithm(algo, **cfg), _task(preset, reward_values=rv)
+            a = with_critic_warmup(a, task, warm, seed) if warm else a
+            h = train(a, task, reference, preset=preset, steps=steps, seed=seed, eval_every=steps, progress=False)
+            acc[name].append(h.final_accuracy)
+            bar.update(1)
+    bar.close()
+
+    def s(name):
+        return f"{name.split(' (')[0]} {spread(acc[name], '.3f')}"
+
+    fin = {k: min(v) for k, v in acc.items()}
+    claims = [
+        _claim(
+            "an offset in the reward wrecks plain REINFORCE (every answer is pushed up)",
+            f"held-out accuracy {start:.3f} -> {spread(acc['REINFORCE (5, 6)'], '.3f')} with (5, 6) vs "
+            f"{spread(acc['REINFORCE (0, 1)'], '.3f')} with (0, 1) after {steps} steps",
+            _above(acc["REINFORCE (0, 1)"], acc["REINFORCE (5, 6)"], 0.1),
+        ),
+        _claim(
+            "a batch-mean baseline removes the offset",
+            f"{s('batch-mean baseline (5, 6)')} with (5, 6) vs {spread(acc['batch-mean baseline (0, 1)'], '.3f')} "
+            "with (0, 1) (holds within 0.02)",
+            "holds"
+            if max(abs(a - b) for a, b in zip(acc["batch-mean baseline (5, 6)"], acc["batch-mean baseline (0, 1)"]))
+            <= 0.02
+            else "fails here",
+        ),
+        _claim(
+            "a learned critic baseline copes with an offset only after it has learned it (warm-up)",
+            f"(5, 6): critic from cold {spread(acc['critic baseline (5, 6)'], '.3f')}, after {warmup} critic-only "
+            f"steps {spread(acc['critic baseline (5, 6), warm-up'], '.3f')}",
+            _above(acc["critic baseline (5, 6), warm-up"], acc["critic baseline (5, 6)"], 0.1),
+        ),
+        _claim(
+            "whitening the advantages (PPO) protects a cold critic from the offset",
+            f"(5, 6): PPO {spread(acc['PPO (5, 6)'], '.3f')} vs without whitening "
+            f"{spread(acc['PPO (5, 6), no whitening'], '.3f')}",
+            _above(acc["PPO (5, 6)"], acc["PPO (5, 6), no whitening"], 0.1),
+        ),
+        _claim(
+            "GRPO's group normalisation ignores an affine change of the reward",
+            f"max |A' - A| on one batch: (5, 6) {adv_diff['(5, 6)']:.1e}, (-1, 1) {adv_diff['(-1, 1)']:.1e}; "
+            f"training: {spread(acc['GRPO (5, 6)'], '.3f')} vs {spread(acc['GRPO (0, 1)'], '.3f')}",
+            "holds"
+            if adv_diff["(5, 6)"] < 1e-5
+            and max(abs(a - b) for a, b in zip(acc["GRPO (5, 6)"], acc["GRPO (0, 1)"])) <= 0.01
+            else "fails here",
+        ),
+        _claim(
+            "... up to its eps: a reward scaled to (0, 1e-4) loses the normalisation",
+            f"max |A' - A|: scale 1e-2 {adv_diff['(0, 1e-2)']:.1e}, scale 1e-4 {adv_diff['(0, 1e-4)']:.3f} "
+            f"(adv_eps = {eps:g}: A = (r - mean) / (std + eps / scale))",
+            "holds" if adv_diff["(0, 1e-4)"] > 0.1 else "fails here",
+        ),
+        _claim(
+            "rewards (-1, +1) let plain REINFORCE push wrong answers down and learn faster than (0, 1)",
+            f"REINFORCE {spread(acc['REINFORCE (-1, 1)'], '.3f')} with (-1, 1) vs "
+            f"{spread(acc['REINFORCE (0, 1)'], '.3f')} with (0, 1)",
+            _above(acc["REINFORCE (-1, 1)"], acc["REINFORCE (0, 1)"]),
+        ),
+    ]
+    return {"start": start, "steps": steps, "seeds": list(seeds), "accuracy": acc, "worst": fin,
+            "adv_diff": adv_diff, "claims": claims}  # fmt: skip
+
+
+class KLMonitor:
+    """At each evaluation: KL(pi || pi_ref) per completion (exact over the vocabulary, summed
+    over the tokens of completions sampled from pi for a fixed set of prompts)."""
+
+    def __init__(self, policy, reference, task, n_prompts=64, group=4, seed=12345):
+        self.policy, self.reference, self.task, self.seed, self.group = policy, reference, task, seed, group
+        self.prompts = task.encode_prompts(task.sample(n_prompts, seed))
+        self.kl: list[float] = []
+
+    @torch.no_grad()
+    def __call__(self, *_):
+        gen = torch.Generator(device=next(self.policy.parameters()).device).manual_seed(self.seed)
+        ro = generate(self.policy, self.prompts, self.group, self.task.max_answer_length, 1.0, generator=gen)
+        _, logits = sequence_logprobs(self.policy, ro, return_logits=True)
+        _, ref_logits = sequence_logprobs(self.reference, ro, return_logits=True)
+        self.kl.append(float(Fn.masked_sum(Fn.exact_kl(logits, ref_logits), ro.mask, dim=1).mean()))
+
+
+def run_reward_model(
+    reference, preset="cpu", seeds=(0, 1), steps=100, settings=((0.0, "loss"), (0.3, "loss"), (0.3, "reward")),
+    n_labels=16384, progress=True,
+) -> dict:  # fmt: skip
+    """GRPO against sigmoid(r_phi) with each (beta, kl_placement) of ``settings``, per seed.
+
+    MEASURED every 10 steps: gold (exact) held-out accuracy, the proxy reward of the training
+    batch, KL(pi || pi_ref) per completion on a fixed prompt set; the completions r_phi scores
+    highest among those the checker rejects, at the end of the beta = 0 run of the first seed."""
+    preset = resolve_preset(preset)
+    task = make_task(preset)
+    rm, rm_info = train_reward_model(reference, task, RewardModelConfig(n_labels=n_labels, seed=preset.seed), progress)
+    curves, examples, bar = {}, [], _bar(len(settings) * len(seeds), "reward model", progress)
+    for beta, where in settings:
+        key = f"beta {beta:g}" + (f" ({where})" if beta > 0 else "")
+        curves[key] = []
+        for seed in seeds:
+            policy = copy.deepcopy(reference)
+            monitor = KLMonitor(policy, reference, task)
+            proxy = ProxyTask(task, rm, on_evaluate=monitor)
+            algo = make_algorithm("grpo", beta=beta, kl_placement=where)
+            h = train(algo, proxy, reference, policy, preset, steps=steps, seed=seed, eval_every=10, progress=False)
+            ev = [e["step"] for e in h.evals]
+            reward = h.series("reward")
+            curves[key].append({
+                "step": ev, "gold": list(h.eval_series()), "kl": monitor.kl,
+                "proxy": [float(reward[0])] + [float(np.mean(reward[max(0, s - 5) : s])) for s in ev[1:]],
+            })  # fmt: skip
+            if beta == 0 and not examples:
+                examples = exploits(proxy, policy, seed=seed)
+            bar.update(1)
+    bar.close()
+    b0 = curves["beta 0"]
+    peak = [max(c["gold"]) for c in b0]
+    final = [c["gold"][-1] for c in b0]
+    rises = [c["proxy"][-1] - c["proxy"][0] for c in b0]
+    claims = [
+        _claim(
+            "r_phi is a decent reward model where it was trained (the reference's samples)",
+            f"validation accuracy {rm_info['val_accuracy']:.3f} vs {rm_info['always_wrong']:.3f} for 'always wrong' "
+            f"({n_labels} labels)",
+            "holds" if rm_info["val_accuracy"] > rm_info["always_wrong"] + 0.02 else "fails here",
+        ),
+        _claim(
+            "optimising a learned reward without a penalty: the proxy rises while the gold accuracy rises, then falls",
+            f"beta 0: proxy {spread([c['proxy'][0] for c in b0], '.3f')} -> {spread([c['proxy'][-1] for c in b0], '.3f')}; "
+            f"gold {b0[0]['gold'][0]:.3f} -> peak {spread(peak, '.3f')} -> {spread(final, '.3f')} at step {steps}",
+            "holds" if min(rises) > 0 and min(p - f for p, f in zip(peak, final)) > 0.05 else (
+                "fails here" if max(p - f for p, f in zip(peak, final)) < 0.02 else "depends"),
+        ),
+    ]  # fmt: skip
+    for key in list(curves)[1:]:
+        g, k0 = [c["gold"][-1] for c in curves[key]], [c["kl"][-1] for c in b0]
+        claims.append(_claim(
+            f"the KL penalty ({key}) prevents the reward hacking",
+            f"gold at step {steps}: {spread(g, '.3f')} vs {spread(final, '.3f')} at beta 0; KL/completion "
+            f"{spread([c['kl'][-1] for c in curves[key]], '.2f')} vs {spread(k0, '.2f')}",
+            _above(g, final, 0.05),
+        ))  # fmt: skip
+    return {"reward_model": rm_info, "curves": curves, "examples": examples, "steps": steps, "claims": claims}
+
+
+def _difficulty_class(p) -> str:
+    short = (p.a < 10) + (p.b < 10)
+    return ("2+2 digits", "1+2 digits", "1+1 digits")[short]
+
+
+def run_difficulty(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own_reference=None, progress=True) -> dict:
+    """Uniform 2-digit addition vs mixed operand lengths (1 or 2 digits), from the default
+    reference and from one trained by SFT on the mixed task itself (``own_reference``;
+    default: `reference_policy` of the mixed task, trained once and cached).
+
+    MEASURED per seed: the explained variance of R by a critic fitted at the reference
+    (`fit_critic`); on one batch of 128 prompts x 8, Var(R - b) with b the leave-one-out mean
+    of the other 7 answers to the same prompt over Var(R - batch mean); the share of groups
+    whose 8 rewards tie (GRPO's frac_reward_zero_std: 1 - the effective batch), by difficulty."""
+    from ..reference import reference_policy
+
+    preset = resolve_preset(preset)
+    mixed = _task(preset, mixed_digits=(1, 2))
+    setups = {
+        "uniform": (_task(preset), reference),
+        "mixed": (mixed, reference),
+        "mixed, own reference": (mixed, own_reference or reference_policy(preset, task=mixed, progress=progress)),
+    }
+    res = {k: {"ev": [], "var_ratio": [], "zero_std": [], "by_class": {}} for k in setups}
+    G, bar = 8, _bar(len(setups) * len(seeds), "difficulty", progress)
+    for seed in seeds:
+        for name, (task, ref) in setups.items():
+            r = res[name]
+            r["ev"].append(fit_critic(ref, task, critic_steps, seed=seed, progress=False)[1]["explained_variance"])
+            ro, scores, problems = sample_batch(ref, task, 128, G, *rngs(seed + 5, preset.device))
+            g = scores.sum(1).double().view(-1, G)
+            loo = (g.sum(1, keepdim=True) - g) / (G - 1)
+            r["var_ratio"].append(float((g - loo).var() / (g - g.mean()).var()))
+            tied = g.amax(1) == g.amin(1)
+            r["zero_std"].append(float(tied.float().mean()))
+            for i, p in enumerate(problems[::G]):
+                c = r["by_class"].setdefault(_difficulty_class(p), {"groups": 0, "all right": 0, "all wrong": 0})
+                c["groups"] += 1
+                c["all right"] += int(tied[i] and g[i, 0] > 0)
+                c["all wrong"] += int(tied[i] and g[i, 0] == 0)
+            bar.update(1)
+    bar.close()
+
+    def each(key, spec=".3f"):
+        return ", ".join(f"{k} {spread(v[key], spec)}" for k, v in res.items())
+
+    own = res["mixed, own reference"]
+    share = ", ".join(
+        f"{k}: {v['all right'] / v['groups']:.2f} all right, {v['all wrong'] / v['groups']:.2f} all wrong"
+        for k, v in sorted(own["by_class"].items())
+    )
+    best_ev, best_ratio = max(min(v["ev"]) for v in res.values()), min(max(v["var_ratio"]) for v in res.values())
+    claims = [
+        _claim(
+            "the critic learns to predict the reward from the prompt",
+            f"explained variance of R by V(s_0): {each('ev')} (holds above 0.1)",
+            "holds" if best_ev > 0.1 else "fails here",
+        ),
+        _claim(
+            "a per-prompt baseline (the other answers to the prompt) leaves less variance than the batch mean",
+            f"Var(R - b_loo) / Var(R - b_batch): {each('var_ratio')} (holds below 0.9)",
+            "holds" if best_ratio < 0.9 else "fails here",
+        ),
+        _claim(
+            "easy and hard prompts tie whole groups (all right or all wrong): GRPO's effective batch shrinks",
+            f"tied groups of 8 at the reference: {each('zero_std')}; own reference by difficulty: {share}",
+            _above(own["zero_std"], res["uniform"]["zero_std"], 0.02),
+        ),
+    ]
+    return {"setups": res, "claims": claims}
+
+
+def plot_regime(name: str, res: dict, path) -> None:
+    """One figure per regime: final accuracy per run (offset), gold accuracy vs KL
+    (reward_model), tied groups by difficulty (difficulty)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if name == "offset":
+        names = list(res["accuracy"])
+        for i, k in enumerate(names):
+            ax.scatter([res["accuracy"][k]], [i] * len(res["accuracy"][k]), color="C0")
+        ax.axvline(res["start"], color="grey", ls="--", label="reference")
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel(f"held-out accuracy after {res['steps']} steps (one dot per seed)")
+        ax.legend()
+    elif name == "reward_model":
+        for i, (k, runs) in enumerate(res["curves"].items()):
+            for j, c in enumerate(runs):
+                ax.plot(c["kl"], c["gold"], "o-", color=f"C{i}", alpha=0.8, label=k if j == 0 else None)
+        ax.set_xlabel("KL(pi || pi_ref) per completion (nats)")
+        ax.set_ylabel("gold (exact) held-out accuracy")
+        ax.set_title("RL against a learned reward: gold accuracy as the policy drifts")
+        ax.legend()
+    else:
+        cls = res["setups"]["mixed, own reference"]["by_class"]
+        keys = sorted(cls)
+        for j, what in enumerate(("all right", "all wrong")):
+            ax.bar(np.arange(len(keys)) + 0.4 * j, [cls[k][what] / cls[k]["groups"] for k in keys], 0.4, label=what)
+        ax.set_xticks(np.arange(len(keys)) + 0.2, keys)
+        ax.set_ylabel("share of groups of 8 whose rewards tie")
+        ax.set_title("mixed operand lengths, at the reference trained on them")
+        ax.legend()
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+
+
+RUNNERS = {"offset": run_offset, "reward_model": run_reward_model, "difficulty": run_difficulty}
+
+
+def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, reference=None) -> dict:
+    """Each regime of ``only`` over ``seeds`` seeds (the preset's seed, +1, ...): its claims,
+    and a figure ``<out>/regime_<name>.png`` when ``out`` is given."""
+    from pathlib import Path
+
+    from ..reference import reference_policy
+
+    unknown = [r for r in only if r not in RUNNERS]
+    if unknown:
+        raise ValueError(f"unknown regimes {unknown}; choose from {list(REGIMES)}")
+    preset = resolve_preset(preset)
+    reference = reference if reference is not None else reference_policy(preset, progress=progress)
+    out = Path(out) if out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name in only:
+        results[name] = RUNNERS[name](
+            reference, preset, seeds=tuple(preset.seed + k for k in range(seeds)), progress=progress
+        )
+        if out:
+            plot_regime(name, results[name], out / f"regime_{name}.png")
+    return results
+
+
+def format_regimes(results: dict) -> str:
+    """Per regime, its claims in the form `grpo-edu compare` prints them."""
+    lines = []
+    for name, res in results.items():
+        lines.append(f"regime {name}: {DESCRIPTIONS[name]}")
+        lines += [f"  [{c['verdict']:>10}] {c['claim']}: {c['measurement']}" for c in res["claims"]]
+        for e in res.get("examples", []):
+            lines.append(f"    r_phi {e['proxy']:.3f} for {e['prompt']}{e['completion']} (right: {e['answer']})")
+    return "\n".join(lines)
+
+
+DESCRIPTIONS = {
+    "offset": "rewards (0, 1), (5, 6), (-1, 1), same reference, same steps",
+    "reward_model": "GRPO against sigmoid(r_phi), a small learned reward model; gold = the exact checker",
+    "difficulty": "operands of 1 or 2 digits (ArithmeticTask(mixed_digits=(1, 2))) vs uniform 2-digit, at the reference",
+}

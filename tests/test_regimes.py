@@ -1,0 +1,104 @@
+"""grpo-edu regimes: each regime's measurement on a tiny setup (seconds), and the verb's input checks."""
+
+import pytest
+import torch
+
+from grpo_edu import ModelConfig, TinyGPT, get_preset
+from grpo_edu.measure import regimes
+
+VERDICTS = {"holds", "fails here", "depends"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+    preset = get_preset("cpu", prompts_per_step=8, group_size=8)
+    return ref, preset
+
+
+def check_claims(res):
+    assert res["claims"]
+    for c in res["claims"]:
+        assert set(c) == {"claim", "measurement", "verdict"} and c["verdict"] in VERDICTS
+
+
+def test_above_by_hand():
+    assert regimes._above([0.5, 0.6], [0.1, 0.2]) == "holds"
+    assert regimes._above([0.1, 0.2], [0.5, 0.6]) == "fails here"
+    assert regimes._above([0.1, 0.6], [0.5, 0.6]) == "depends"
+    assert regimes._above([0.5, 0.6], [0.45], margin=0.1) == "depends"
+
+
+def test_affine_gap_by_hand():
+    r = torch.tensor([0.0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1])  # a group with p = 1/4, a tied group
+    assert regimes.affine_gap(r, 5.0, 1.0) < 1e-6  # an offset: the same advantages
+    std = 0.75**0.5 * 0.25**0.5  # 1/G std of the first group
+    # right answers: A = 0.75 / (std + eps); scaled by 1e-4: 0.75e-4 / (1e-4 std + eps)
+    expected = 0.75 / (std + 1e-4) - 0.75e-4 / (1e-4 * std + 1e-4)
+    assert regimes.affine_gap(r, 0.0, 1e-4) == pytest.approx(expected, rel=1e-5)
+    assert expected > 1.2
+    # a scale of 2: 2 * 0.75 / (2 std + eps) is larger by eps / (2 std) relative, no more
+    assert regimes.affine_gap(r, -1.0, 2.0) == pytest.approx(1.5 / (2 * std + 1e-4) - 0.75 / (std + 1e-4), abs=2e-6)
+
+
+def test_offset_on_a_tiny_setup(tiny, tmp_path):
+    ref, preset = tiny
+    res = regimes.run_offset(ref, preset, seeds=(0,), steps=1, warmup=1, progress=False)
+    check_claims(res)
+    assert set(res["adv_diff"]) == {"(5, 6)", "(-1, 1)", "(0, 1e-4)", "(0, 1e-2)"}
+    assert all(len(v) == 1 and 0 <= v[0] <= 1 for v in res["accuracy"].values())
+    # a batch-mean baseline sees exactly the same advantages under an offset: the same run
+    assert res["accuracy"]["batch-mean baseline (5, 6)"] == res["accuracy"]["batch-mean baseline (0, 1)"]
+    regimes.plot_regime("offset", res, tmp_path / "o.png")
+    assert (tmp_path / "o.png").stat().st_size > 0
+
+
+def test_reward_model_on_a_tiny_setup(tiny, tmp_path):
+    ref, preset = tiny
+    res = regimes.run_reward_model(
+        ref, preset, seeds=(0,), steps=2, settings=((0.0, "loss"), (0.3, "reward")), n_labels=64, progress=False
+    )
+    check_claims(res)
+    for runs in res["curves"].values():
+        c = runs[0]
+        assert c["step"] == [0, 2] and len(c["gold"]) == len(c["kl"]) == len(c["proxy"]) == 2
+        assert abs(c["kl"][0]) < 1e-5  # the policy starts as the reference: KL 0 (to float rounding)
+        assert c["kl"][1] >= -1e-6 and all(0 < p < 1 for p in c["proxy"])
+    regimes.plot_regime("reward_model", res, tmp_path / "r.png")
+
+
+def test_difficulty_on_a_tiny_setup(tiny, tmp_path):
+    ref, preset = tiny
+    res = regimes.run_difficulty(ref, preset, seeds=(0,), critic_steps=1, own_reference=ref, progress=False)
+    check_claims(res)
+    mixed = res["setups"]["mixed"]["by_class"]
+    assert set(mixed) <= {"1+1 digits", "1+2 digits", "2+2 digits"} and sum(c["groups"] for c in mixed.values()) == 128
+    # the uniform task draws a 1-digit operand 10% of the time, the mixed one half of the time
+    assert (
+        res["setups"]["uniform"]["by_class"]["2+2 digits"]["groups"] > mixed.get("2+2 digits", {"groups": 0})["groups"]
+    )
+    regimes.plot_regime("difficulty", res, tmp_path / "d.png")
+    text = regimes.format_regimes({"difficulty": res})
+    assert text.startswith("regime difficulty:") and "[" in text
+
+
+def test_run_regimes_rejects_unknown_names(tiny):
+    with pytest.raises(ValueError, match="unknown regimes"):
+        regimes.run_regimes(tiny[1], only=("offset", "nope"), reference=tiny[0], progress=False)
+
+
+def test_cli_help_and_bad_input(capsys):
+    from grpo_edu.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["regimes", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--only" in out and "--seeds" in out and "--out" in out
+    with pytest.raises(SystemExit) as e:
+        main(["regimes", "--only", "offset,bogus", "--preset", "cpu"])
+    assert e.value.code == 2 and "bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["regimes", "--seeds", "0"])
+    assert e.value.code == 2
