@@ -183,9 +183,10 @@ def step_memory(
     A RANDOM-init policy of ``model_config`` (default: the preset's; memory does not depend
     on training), synthetic prompts of the preset's task, the algorithm's default config,
     ``batch_size`` sequences. The reference is held only by algorithms that use it (beta > 0:
-    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: None, as the algorithm's config
+    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: None, as `rollout.SHARE_PROMPTS`
     says (default True: the rows of a group run their prompt once, fewer activations for
-    GRPO's G > 1); False: every row runs its own, so two algorithms differ only by their state. One warm-up step (Adam m, v exist), then:
+    GRPO's G > 1); False: every row runs its own, so two algorithms differ only by their
+    state. One warm-up step (Adam m, v exist), then:
 
     MEASURED: "measured_peak_step" (during update(), rollout excluded) and
     "measured_peak_with_rollout" (None without ``include_rollout``) = "persistent" (bytes
