@@ -85,9 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def verb(name, text, description=None):
         p = sub.add_parser(name, help=text, description=description or text, formatter_class=_VerbHelp)
-        p.add_argument(
-            "--preset", default="auto", metavar="NAME", help="cpu | gpu | auto (auto: gpu with CUDA, else cpu)"
-        )
+        p.add_argument("--preset", default="auto", metavar="NAME", help="cpu, gpu or auto (gpu with CUDA, else cpu)")
         p.add_argument("--seed", type=_int(0), default=0, metavar="N", help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         return p
