@@ -32,7 +32,7 @@ from .common import rngs, spread
 REGIMES = ("offset", "reward_model", "difficulty")
 
 
-def _claim(claim, measurement, verdict):
+def _claim(claim, measurement, verdict):  # the form measure.format_claims prints
     return {"claim": claim, "measurement": measurement, "verdict": verdict}
 
 
@@ -114,10 +114,6 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
             bar.update(1)
     bar.close()
 
-    def s(name):
-        return f"{name.split(' (')[0]} {spread(acc[name], '.3f')}"
-
-    fin = {k: min(v) for k, v in acc.items()}
     claims = [
         _claim(
             "an offset in the reward wrecks plain REINFORCE (every answer is pushed up)",
@@ -127,7 +123,7 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
         ),
         _claim(
             "a batch-mean baseline removes the offset",
-            f"{s('batch-mean baseline (5, 6)')} with (5, 6) vs {spread(acc['batch-mean baseline (0, 1)'], '.3f')} "
+            f"batch-mean baseline {spread(acc['batch-mean baseline (5, 6)'], '.3f')} with (5, 6) vs {spread(acc['batch-mean baseline (0, 1)'], '.3f')} "
             "with (0, 1) (holds within 0.02)",
             "holds"
             if max(abs(a - b) for a, b in zip(acc["batch-mean baseline (5, 6)"], acc["batch-mean baseline (0, 1)"]))
@@ -168,8 +164,7 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
             _above(acc["REINFORCE (-1, 1)"], acc["REINFORCE (0, 1)"]),
         ),
     ]
-    return {"start": start, "steps": steps, "seeds": list(seeds), "accuracy": acc, "worst": fin,
-            "adv_diff": adv_diff, "claims": claims}  # fmt: skip
+    return {"start": start, "steps": steps, "accuracy": acc, "adv_diff": adv_diff, "claims": claims}
 
 
 class KLMonitor:
@@ -327,12 +322,10 @@ def run_difficulty(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own_r
 def plot_regime(name: str, res: dict, path) -> None:
     """One figure per regime: final accuracy per run (offset), gold accuracy vs KL
     (reward_model), tied groups by difficulty (difficulty)."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     if name == "offset":
         names = list(res["accuracy"])
         for i, k in enumerate(names):
@@ -359,7 +352,6 @@ def plot_regime(name: str, res: dict, path) -> None:
         ax.set_title("mixed operand lengths, at the reference trained on them")
         ax.legend()
     fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
 
 
 RUNNERS = {"offset": run_offset, "reward_model": run_reward_model, "difficulty": run_difficulty}
