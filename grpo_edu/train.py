@@ -230,9 +230,10 @@ def train(
         {"algorithm": algorithm.name, **algorithm.config.to_dict(), "sequences_per_step": seq_per_step, "seed": seed},
     )
 
-    def sample():
+    def sample():  # the policy samples (or GRPO's sampler_dtype copy of it: a serving engine's)
+        sampler = algorithm.sampling_policy() if hasattr(algorithm, "sampling_policy") else policy
         return sample_batch(
-            policy, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
+            sampler, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
         )
 
     def evaluate_now(step, n_samples, t_train):

@@ -13,14 +13,27 @@ from grpo_edu import hf
 from grpo_edu.algorithms import GRPOConfig
 
 trl, ref_dir = test_hf.trl, test_hf.ref_dir  # test_hf's fixtures: the [trl] skip, the exported pi_ref
-AGGREGATION = {"grpo": "sequence_mean", "bnpo": "token_mean", "dr_grpo": "constant", "dapo": "token_mean"}
+AGGREGATION = {"grpo": "sequence_mean", "bnpo": "token_mean", "dr_grpo": "constant", "cispo": "token_mean"}
 
 
-def _cfg(loss_type="grpo", beta=0.0):
-    """The GRPOConfig whose TRL map gives TRL loss_type `loss_type` (TRL's own 'dapo' and 'cispo'
-    are set on the trainer: 'bnpo' maps to it with one minibatch)."""
-    ours = {"dapo": "bnpo", "cispo": "bnpo"}.get(loss_type, loss_type)
-    return GRPOConfig(unbiased_std=True, loss_type=ours, beta=beta, max_length=T, group_size=G, epochs=1, minibatches=1)
+def _cfg(loss_type="grpo", beta=0.0, **kw):
+    """A GRPOConfig that `hf.trl_config` maps to TRL's ``loss_type`` (one minibatch, one epoch)."""
+    return GRPOConfig(
+        unbiased_std=True, loss_type=loss_type, beta=beta, max_length=T, group_size=G, epochs=1, minibatches=1, **kw
+    )
+
+
+def _ours_through_grpo(cfg, monkeypatch, is_weights=None):
+    """GRPO.loss on test_hf's batch (the library's code path), and d loss / d logp."""
+    from grpo_edu.algorithms import GRPO, Batch, base
+
+    logp, old, ref, adv, mask = _batch()
+    logp = logp.clone().requires_grad_(True)
+    monkeypatch.setattr(base, "sequence_logprobs", lambda *a, **k: (logp, torch.zeros(B, T, 17)))
+    ro = type("R", (), {"mask": mask, "select": lambda self, idx: self})()
+    batch = Batch(ro, None, None, mask, old, ref, adv, is_weights=is_weights)
+    loss, _ = GRPO(cfg).loss(batch, torch.arange(B))
+    return loss.detach(), torch.autograd.grad(loss, logp)[0]
 
 
 def _their_loss(trainer, **extra):
@@ -64,13 +77,15 @@ def _agree(ours, theirs):
 
 @pytest.mark.parametrize("beta", [0.0, 0.04], ids=["beta0", "beta0.04"])
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo"])
-def test_gspo_parity_with_trl(trl, ref_dir, task, loss_type, beta):
+def test_gspo_parity_with_trl(trl, ref_dir, task, monkeypatch, loss_type, beta):
     eps_low, eps_high = 0.05, 0.08  # the sequence ratios of this batch lie within 1 +- 0.2
-    cfg = _cfg(loss_type, beta)
-    trainer = _trainer(cfg, ref_dir, task, importance_sampling_level="sequence")
-    trainer.epsilon_low, trainer.epsilon_high = eps_low, eps_high
+    cfg = _cfg(loss_type, beta, importance_sampling_level="sequence", eps_low=eps_low, eps_high=eps_high)
+    trainer = _trainer(cfg, ref_dir, task)  # the map: importance_sampling_level="sequence", epsilon, epsilon_high
+    assert trainer.importance_sampling_level == "sequence" and trainer.epsilon_high == eps_high
+    theirs = _their_loss(trainer)
     ours = _our_loss(lambda *a: Fn.gspo_loss(*a, eps_low=eps_low, eps_high=eps_high)[0], AGGREGATION[loss_type], beta)
-    _agree(ours, _their_loss(trainer))
+    _agree(ours, theirs)
+    _agree(_ours_through_grpo(cfg, monkeypatch), theirs)
     logp, old, _, adv, mask = _batch()
     clip = Fn.gspo_loss(logp, old, adv, mask, eps_low, eps_high)[1]["clip_ratio"]
     assert 0.1 < clip < 0.9  # both sides of the sequence clip are exercised
@@ -78,16 +93,36 @@ def test_gspo_parity_with_trl(trl, ref_dir, task, loss_type, beta):
 
 @pytest.mark.parametrize("beta", [0.0, 0.04], ids=["beta0", "beta0.04"])
 @pytest.mark.parametrize("eps_high", [0.28, 4.0], ids=["cap1.28", "cap5"])
-def test_cispo_parity_with_trl(trl, ref_dir, task, eps_high, beta):
-    """TRL's epsilon_high is CISPO's cap on the ratio itself: 1 + our eps_high."""
-    trainer = _trainer(_cfg("cispo", beta), ref_dir, task)
-    trainer.loss_type = trainer.args.loss_type = "cispo"
-    trainer.epsilon_high = 1.0 + eps_high
+def test_cispo_parity_with_trl(trl, ref_dir, task, monkeypatch, eps_high, beta):
+    """TRL's epsilon_high is CISPO's cap on the ratio itself: the map sends 1 + our eps_high."""
+    cfg = _cfg("cispo", beta, eps_high=eps_high)
+    trainer = _trainer(cfg, ref_dir, task)
+    assert trainer.loss_type == "cispo" and trainer.epsilon_high == pytest.approx(1.0 + eps_high)
+    theirs = _their_loss(trainer)
     ours = _our_loss(lambda lp, old, adv, m: Fn.cispo_loss(lp, old, adv, eps_high, mask=m)[0], "token_mean", beta)
-    _agree(ours, _their_loss(trainer))
+    _agree(ours, theirs)
+    _agree(_ours_through_grpo(cfg, monkeypatch), theirs)
     logp, old, _, adv, mask = _batch()
     clip = Fn.cispo_loss(logp, old, adv, eps_high, mask=mask)[1]["clip_ratio"]
     assert (0.1 < clip < 0.9) if eps_high < 1 else clip == 0.0
+
+
+def test_cispo_with_several_minibatches_is_refused_by_the_map(trl):
+    with pytest.raises(ValueError, match=r"GRPOConfig\.loss_type"):
+        hf.trl_config(GRPOConfig(unbiased_std=True, loss_type="cispo", minibatches=2), max_completion_length=4)
+    with pytest.raises(ValueError, match=r"GRPOConfig\.sampler_dtype"):
+        hf.trl_config(GRPOConfig(unbiased_std=True, sampler_dtype="bfloat16"), max_completion_length=4)
+    a = hf.trl_config(
+        GRPOConfig(
+            unbiased_std=True, vllm_importance_sampling_mode="token_truncate", vllm_importance_sampling_clip_max=2.0
+        ),
+        max_completion_length=4,
+    )
+    assert (a.vllm_importance_sampling_mode, a.vllm_importance_sampling_clip_max, a.use_vllm) == (
+        "token_truncate",
+        2.0,
+        False,
+    )
 
 
 def _is_weights(mode, clip_max, clip_min):
@@ -99,16 +134,18 @@ def _is_weights(mode, clip_max, clip_min):
 
 @pytest.mark.parametrize("mode", Fn.SAMPLER_IS_MODES)
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo"])
-def test_sampler_correction_in_the_loss_parity_with_trl(trl, ref_dir, task, mode, loss_type):
+def test_sampler_correction_in_the_loss_parity_with_trl(trl, ref_dir, task, monkeypatch, mode, loss_type):
     """TRL multiplies the per-token surrogate by the importance_sampling_ratio input (before the
     KL term is added): the same loss and gradient as grpo_edu's weights times its surrogate."""
     w, stats = _is_weights(mode, *((1.2, 0.8) if mode.startswith("token") else (1.6, 0.6)))
     assert 0 < stats["is_clipped_frac"] < 1
-    trainer = _trainer(_cfg(loss_type, 0.04), ref_dir, task)
-    trainer.use_vllm = trainer.vllm_importance_sampling_correction = True
-    theirs_w = w[:, :1] if mode.startswith("sequence") else w  # TRL keeps [B, 1] per sequence
+    cfg = _cfg(loss_type, 0.04)
+    trainer = _trainer(cfg, ref_dir, task)
+    trainer.use_vllm = trainer.vllm_importance_sampling_correction = True  # no vLLM here: the loss's branch only
+    theirs = _their_loss(trainer, importance_sampling_ratio=w[:, :1] if mode.startswith("sequence") else w)
     ours = _our_loss(lambda *a: Fn.clipped_surrogate_loss(*a[:3], 0.2)[0], AGGREGATION[loss_type], 0.04, w)
-    _agree(ours, _their_loss(trainer, importance_sampling_ratio=theirs_w))
+    _agree(ours, theirs)
+    _agree(_ours_through_grpo(cfg, monkeypatch, is_weights=w), theirs)
 
 
 @pytest.mark.parametrize(
@@ -124,10 +161,17 @@ def test_sampler_weights_parity_with_trl_scoring(trl, ref_dir, task, mode, clip_
     """TRL's _generate_and_score_completions with a sampler's log-probs (as a serving engine
     returns them): it recomputes pi_old with the trainer's model and builds
     importance_sampling_ratio; grpo_edu's sampler_importance_weights on the same two gives it."""
-    from grpo_edu import generate
+    from dataclasses import replace
 
-    trainer = _trainer(_cfg(), ref_dir, task, vllm_importance_sampling_mode=mode,
-                       vllm_importance_sampling_clip_max=clip_max, vllm_importance_sampling_clip_min=clip_min)  # fmt: skip
+    from grpo_edu import generate
+    from grpo_edu.algorithms.sampler import trainer_old_logprobs
+
+    cfg = _cfg(
+        vllm_importance_sampling_mode=mode,
+        vllm_importance_sampling_clip_max=clip_max,
+        vllm_importance_sampling_clip_min=clip_min,
+    )
+    trainer = _trainer(cfg, ref_dir, task)  # the map sends the vllm_importance_sampling_* knobs as they are
     trainer.use_vllm = trainer.vllm_importance_sampling_correction = True
     trainer._last_loaded_step = trainer.state.global_step  # no engine to sync weights to
     problems = [p for p in task.sample(B // G, 3) for _ in range(G)]
@@ -157,3 +201,7 @@ def test_sampler_weights_parity_with_trl_scoring(trl, ref_dir, task, mode, clip_
     theirs = out["importance_sampling_ratio"].expand(B, n)
     assert (w - theirs).abs().max() <= 1e-6
     assert 0 < stats["is_clipped_frac"] < 1  # the bounds act on some tokens / sequences, not all
+    # GRPO's own step with a sampler apart: pi_old recomputed by the trainer (TinyGPT), the same weights
+    policy = _policy()
+    old, w_grpo, _ = trainer_old_logprobs(policy, replace(ro, logprobs=sampler), replace(cfg, sampler_dtype="bfloat16"))
+    assert (w_grpo[:, :n] - theirs).mul(mask).abs().max() <= 1e-5

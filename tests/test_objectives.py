@@ -350,3 +350,95 @@ def test_sampler_mismatch_bias_and_its_correction(task, reference):
     assert e["token, no cap"]["rel_error"] < e["no correction"]["rel_error"] / 2  # the per-token weight: most of it
     assert e["token_truncate C=2"]["clipped_frac"] == 0.0 and e["token_mask C=1.005"]["clipped_frac"] > 0
     assert "no correction" in format_sampler_mismatch(r)
+
+
+# ----------------------------------------------------------- the knobs in GRPO (grpo_edu.algorithms)
+
+
+def _first_token_task(task, policy, algo, steps, seed=0):
+    """A reward a random tiny policy can learn: 1 when the first completion token is "7". Returns
+    pi(7 | prompt) at the first position, averaged over the prompts, before and after ``steps`` updates."""
+    from grpo_edu.rollout import generate
+    from grpo_edu.train import update
+
+    prompts = task.encode_prompts(task.sample(8, seed))
+    target = task.tokenizer.encode("7")[0]
+    g = torch.Generator().manual_seed(seed)
+
+    def p_target():
+        with torch.no_grad():
+            return float(torch.softmax(policy(prompts)[:, -1], -1)[:, target].mean())
+
+    before = p_target()
+    for _ in range(steps):
+        ro = generate(algo.sampling_policy(), prompts, group_size=8, max_new_tokens=2, generator=g)
+        scores = torch.zeros_like(ro.mask)
+        scores[:, 0] = (ro.completion_ids[:, 0] == target).float()
+        stats = update(algo, ro, scores)
+    return before, p_target(), stats
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"importance_sampling_level": "sequence"},
+        {"loss_type": "cispo", "eps_high": 4.0},
+        {"sampler_dtype": "bfloat16", "vllm_importance_sampling_mode": "token_truncate"},
+    ],
+    ids=["gspo", "cispo", "bf16-sampler+tis"],
+)
+def test_each_objective_learns_on_the_tiny_setup(task, tiny_policy, knobs):
+    from grpo_edu.algorithms import GRPO
+
+    algo = GRPO(group_size=8, beta=0.0, lr=3e-3, **knobs).setup(tiny_policy, None, torch.Generator().manual_seed(0))
+    before, after, stats = _first_token_task(task, tiny_policy, algo, steps=25)
+    assert before < 0.15 and after > before + 0.3, (before, after)
+    assert ("logp_diff_mean" in stats) == ("sampler_dtype" in knobs)
+
+
+def test_a_bfloat16_sampler_is_a_real_small_mismatch_that_the_weights_correct(task, tiny_policy):
+    """With sampler_dtype the rollout's log-probs are the bfloat16 copy's; prepare recomputes pi_old
+    with the fp32 policy and weighs each token by pi_old / pi_sampler (here: not truncated)."""
+    from grpo_edu.algorithms import GRPO
+    from grpo_edu.rollout import generate, sequence_logprobs
+
+    algo = GRPO(group_size=4, beta=0.0, sampler_dtype="bfloat16", vllm_importance_sampling_mode="token_truncate")
+    algo.setup(tiny_policy, None)
+    sampler = algo.sampling_policy()
+    assert sampler is not tiny_policy and next(sampler.parameters()).dtype == torch.bfloat16
+    assert algo.sampling_policy() is sampler  # refreshed, not rebuilt
+    ro = generate(sampler, task.encode_prompts(task.sample(8, 0)), 4, 3, generator=torch.Generator().manual_seed(0))
+    batch = algo.prepare(ro, torch.zeros_like(ro.mask))
+    with torch.no_grad():
+        trainer = sequence_logprobs(tiny_policy, ro)
+    close(batch.old_logp, trainer, atol=1e-6)
+    diff = (trainer - ro.logprobs)[ro.mask.bool()].abs()
+    assert 1e-5 < float(diff.mean()) < 0.05  # real and small
+    close(batch.is_weights * ro.mask, torch.exp(trainer - ro.logprobs) * ro.mask, atol=1e-5)
+    assert batch.stats["logp_diff_mean"] == pytest.approx(float(diff.mean()), rel=1e-4)
+    off = GRPO(algo.config, vllm_importance_sampling_correction=False).setup(tiny_policy, None)
+    assert off.prepare(ro, torch.zeros_like(ro.mask)).is_weights is None  # measured, not applied
+    plain = GRPO(group_size=4, beta=0.0).setup(tiny_policy, None)
+    assert plain.sampling_policy() is tiny_policy and plain.prepare(ro, torch.zeros_like(ro.mask)).is_weights is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"importance_sampling_level": "seq"}, "importance_sampling_level"),
+        ({"loss_type": "cispo", "importance_sampling_level": "sequence"}, "importance_sampling_level"),
+        ({"loss_type": "gspo"}, "loss_type"),
+        ({"sampler_dtype": "int8"}, "sampler_dtype"),
+        ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode"),
+        ({"vllm_importance_sampling_clip_max": 0.0}, "vllm_importance_sampling_clip_max"),
+        ({"vllm_importance_sampling_clip_min": -1.0}, "vllm_importance_sampling_clip_min"),
+        ({"vllm_importance_sampling_clip_min": 2.0, "vllm_importance_sampling_clip_max": 1.5}, "clip_min"),
+        ({"vllm_importance_sampling_mode": "token_truncate", "vllm_importance_sampling_clip_max": None}, "clip_max"),
+        ({"vllm_importance_sampling_correction": "yes"}, "vllm_importance_sampling_correction"),
+    ],
+)
+def test_bad_objective_knobs_are_named(kwargs, field):
+    from grpo_edu.algorithms import GRPOConfig
+
+    with pytest.raises(ValueError, match=rf"GRPOConfig\.\w*{field}"):
+        GRPOConfig(**kwargs)

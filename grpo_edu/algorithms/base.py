@@ -58,6 +58,12 @@ RULES = {
     "leave_one_out": dict(choices={True, False}),
     "dynamic_sampling": dict(choices={True, False}),
     "max_resample": dict(lo=0),
+    "importance_sampling_level": dict(choices={"token", "sequence"}),
+    "sampler_dtype": dict(choices={None, "bfloat16", "float16"}),
+    "vllm_importance_sampling_correction": dict(choices={True, False}),
+    "vllm_importance_sampling_mode": dict(choices=set(Fn.SAMPLER_IS_MODES)),
+    "vllm_importance_sampling_clip_max": dict(lo=0, lo_open=True, optional=True),
+    "vllm_importance_sampling_clip_min": dict(lo=0, optional=True),
 }
 
 
@@ -115,6 +121,7 @@ class Batch:
     returns: torch.Tensor | None = None  # [B, T] value targets (critic)
     old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
     stats: dict = field(default_factory=dict)  # numbers for the training log
+    is_weights: torch.Tensor | None = None  # [B, T] GRPO: w = pi_old / pi_sampler, a sampler apart (sampler.py)
 
 
 def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:

@@ -24,6 +24,7 @@ import torch
 from .. import functional as Fn
 from ..rollout import Rollout
 from .base import LOSS_TYPES, Algorithm, Batch, kl_kind, validate
+from .sampler import check_sampler_knobs, sampler_copy, trainer_old_logprobs
 
 
 @dataclass
@@ -37,12 +38,13 @@ class GRPOConfig:
     # the clipped objective
     eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
     eps_high: float | None = None  # clip range above (TRL epsilon_high, verl clip_ratio_high); None = eps_low
+    importance_sampling_level: str = "token"  # "token": rho per token | "sequence": GSPO's s_i (TRL, same name)
     # the KL to the reference
     beta: float = 0.04  # KL coefficient (TRL beta, verl kl_loss_coef)
     kl_placement: str = "loss"  # "loss": beta*k3 in the loss (GRPO paper; verl use_kl_loss) | "reward" | "none"
     kl_estimator: str | None = None  # "k1" | "k2" | "k3"; None: k3 in the loss, k1 in the reward (verl kl_loss_type)
     # per-token losses -> one number
-    loss_type: str = "token_mean"  # "dapo"/"bnpo"/"token_mean" | "grpo"/"sequence_mean" | "dr_grpo"/"constant"
+    loss_type: str = "token_mean"  # token_mean/dapo/bnpo | sequence_mean/grpo | constant/dr_grpo | cispo (TRL names)
     max_length: int | None = None  # the constant of loss_type="constant" (TRL max_completion_length); None: batch's T
     mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss (TRL)
     entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
@@ -50,6 +52,12 @@ class GRPOConfig:
     temperature: float = 1.0  # sampling temperature, also of the training log-probs (TRL temperature)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, sample more
     max_resample: int = 4  # at most this many extra generation rounds for dynamic sampling
+    # a sampler that is not the trainer (a serving engine): TRL use_vllm, verl's rollout correction
+    sampler_dtype: str | None = None  # None: the policy samples | "bfloat16" | "float16": a copy in that dtype
+    vllm_importance_sampling_correction: bool = True  # weigh the loss by pi_old/pi_sampler (TRL, same name)
+    vllm_importance_sampling_mode: str = "sequence_mask"  # "token"|"sequence" x "truncate"|"mask" (TRL, same)
+    vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (TRL, same; verl rollout_is_threshold)
+    vllm_importance_sampling_clip_min: float | None = None  # C_min (TRL, same); None: no lower bound
     # optimisation
     lr: float = 3e-4  # AdamW learning rate (TRL learning_rate)
     max_grad_norm: float = 1.0  # global L2 gradient clipping (TRL max_grad_norm)
@@ -59,7 +67,10 @@ class GRPOConfig:
     adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
 
     def __post_init__(self):
-        validate(self, group_size=dict(lo=2))  # a group of one has no baseline
+        validate(self, group_size=dict(lo=2), loss_type=dict(choices={*LOSS_TYPES, "cispo"}))  # G=1: no baseline
+        if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
+            raise ValueError("GRPOConfig.importance_sampling_level='sequence' is not implemented for loss_type='cispo'")
+        check_sampler_knobs(self)
 
     @property
     def kl_kind(self) -> str:
@@ -73,14 +84,17 @@ class GRPO(Algorithm):
     name = "grpo"
     Config = GRPOConfig
 
+    def sampling_policy(self):  # the policy, or with sampler_dtype its copy in that dtype (a serving engine's)
+        self._sampler = sampler_copy(self.policy, self.config.sampler_dtype, getattr(self, "_sampler", None))
+        return self._sampler
+
     @torch.no_grad()
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
         cfg, mask = self.config, rollout.mask
+        old, w, stats = trainer_old_logprobs(self.policy, rollout, cfg)  # log pi_old; w = pi_old / pi_sampler
         ref_logp = self.reference_logprobs(rollout)  # log pi_ref, when beta > 0 (a forward)
         if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_i = sum_t (score_t - beta * KL_t)
-            scores, rewards = Fn.kl_penalized_rewards(
-                scores, rollout.logprobs, ref_logp, mask, cfg.beta, kind=kl_kind(cfg)
-            )
+            scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=kl_kind(cfg))
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
@@ -91,19 +105,25 @@ class GRPO(Algorithm):
             unbiased=cfg.unbiased_std,
             leave_one_out=cfg.leave_one_out,
         )
-        stats = {"frac_reward_zero_std": st["frac_zero_std"]}
+        stats["frac_reward_zero_std"] = st["frac_zero_std"]
         # adv is [B]: every token of a completion gets its completion's advantage
-        return Batch(rollout, scores, rewards, self.loss_mask(rollout), rollout.logprobs, ref_logp, adv, stats=stats)
+        return Batch(rollout, scores, rewards, self.loss_mask(rollout), old, ref_logp, adv, stats=stats, is_weights=w)
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         cfg, mask = self.config, batch.mask[idx]
         logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
-        per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
-            logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=mask
-        )
+        old_logp, adv = batch.old_logp[idx], batch.advantages[idx]
+        if cfg.loss_type == "cispo":  # -sg[clip(rho, max=1+eps_high)] A log pi_theta (MiniMax-M1), token mean
+            per_token, clip_stats = Fn.cispo_loss(logp, old_logp, adv, cfg.eps_high or cfg.eps_low, mask=mask)
+        elif cfg.importance_sampling_level == "sequence":  # GSPO: s_i = exp(mean_t log rho_it), clipped
+            per_token, clip_stats = Fn.gspo_loss(logp, old_logp, adv, mask, cfg.eps_low, cfg.eps_high)
+        else:  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
+            per_token, clip_stats = Fn.clipped_surrogate_loss(logp, old_logp, adv, cfg.eps_low, cfg.eps_high, mask=mask)
+        if batch.is_weights is not None:  # TIS / MIS: w = pi_old / pi_sampler on each token's loss
+            per_token = per_token * batch.is_weights[idx]
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], kl_kind(cfg))
-        loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES[cfg.loss_type], cfg.max_length)  # agg_{i,t}
+        loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES.get(cfg.loss_type, "token_mean"), cfg.max_length)
         ent = self.entropy(logits, batch.rollout.mask[idx])
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * ent

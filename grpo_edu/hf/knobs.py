@@ -52,6 +52,14 @@ def _adv_eps(c, approx):
 def _loss_type(c, approx):
     from ..algorithms.base import LOSS_TYPES
 
+    if c.loss_type == "cispo":
+        if c.minibatches > 1 and "loss_type" not in approx:
+            _no(
+                "loss_type",
+                "'cispo' with minibatches > 1: TRL's cispo divides each minibatch by the generation batch's "
+                "tokens / steps_per_generation, ours by its own tokens; pass approximate={'loss_type'} to accept",
+            )
+        return {"loss_type": "cispo"}
     mode = LOSS_TYPES[c.loss_type]
     if mode == "constant" and c.max_length is None and "max_length" not in approx:
         _no(
@@ -89,6 +97,24 @@ def _leave_one_out(c, approx):
     return {}
 
 
+def _eps_high(c, approx):
+    if c.loss_type == "cispo":  # TRL's epsilon_high is CISPO's cap on the ratio itself
+        return {"epsilon_high": 1.0 + float(c.eps_low if c.eps_high is None else c.eps_high)}
+    return {"epsilon_high": None if c.eps_high is None else float(c.eps_high)}
+
+
+def _sampler(c, approx):
+    if c.sampler_dtype is None:
+        return {}
+    if "sampler_dtype" in approx:
+        return {"use_vllm": True}
+    _no(
+        "sampler_dtype",
+        f"{c.sampler_dtype!r} (the policy cast to it samples) has no GRPOTrainer counterpart: TRL's sampler "
+        "apart from the trainer is a vLLM engine; pass approximate={'sampler_dtype'} for use_vllm=True",
+    )
+
+
 def _dynamic(c, approx):
     if c.dynamic_sampling:
         _no(
@@ -117,8 +143,15 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     (
         "eps_high",
         "epsilon_high",
-        "upper clip range; None = eps_low; > eps_low is clip-higher (DAPO)",
-        lambda c, a: {"epsilon_high": None if c.eps_high is None else float(c.eps_high)},
+        "upper clip range; None = eps_low; > eps_low is clip-higher (DAPO); with loss_type='cispo' "
+        "the weight's cap is 1 + eps_high, TRL's epsilon_high the cap itself: mapped to 1 + eps_high",
+        _eps_high,
+    ),
+    (
+        "importance_sampling_level",
+        "importance_sampling_level",
+        "'token' | 'sequence' (GSPO), same names",
+        lambda c, a: {"importance_sampling_level": c.importance_sampling_level},
     ),
     ("beta", "beta", "KL coefficient (with kl_placement='loss'; 0 loads no reference model in TRL)", lambda c, a: {}),
     (
@@ -142,7 +175,7 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
         "loss_type",
         "sequence_mean/grpo -> 'grpo'; token_mean/dapo/bnpo -> 'bnpo' (mean over "
         "the minibatch's tokens; TRL's 'dapo' divides by the generation batch's tokens / steps_per_generation); "
-        "constant/dr_grpo -> 'dr_grpo'",
+        "constant/dr_grpo -> 'dr_grpo'; cispo -> 'cispo' (one minibatch: TRL's normaliser is the generation batch's)",
         _loss_type,
     ),
     (
@@ -181,6 +214,21 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     ("leave_one_out", "-", "RLOO baseline: TRL's RLOOTrainer, not GRPOTrainer", _leave_one_out),
     ("dynamic_sampling", "-", "DAPO dynamic sampling: no GRPOTrainer counterpart", _dynamic),
     ("max_resample", "-", "only used with dynamic_sampling", lambda c, a: {}),
+    (
+        "sampler_dtype",
+        "use_vllm",
+        "None maps (use_vllm=False); a dtype samples from the policy cast to it, TRL from a vLLM engine",
+        _sampler,
+    ),
+    *(
+        (name, name, note, lambda c, a, name=name: {name: getattr(c, name)})
+        for name, note in (
+            ("vllm_importance_sampling_correction", "same; acts only with a sampler apart (sampler_dtype / use_vllm)"),
+            ("vllm_importance_sampling_mode", "token_/sequence_ x truncate/mask, same names"),
+            ("vllm_importance_sampling_clip_max", "C_max, same (the deprecated vllm_importance_sampling_cap)"),
+            ("vllm_importance_sampling_clip_min", "C_min, same"),
+        )
+    ),
 ]
 KNOB_MAP = tuple((ours, trl, note) for ours, trl, note, _ in _ROWS)
 """(grpo_edu GRPOConfig field, TRL GRPOConfig field(s), note), one row per field."""
@@ -199,8 +247,10 @@ NO_COUNTERPART = (
     ("grpo_edu", "rollout.prompt_sharing (on)", "each prompt run once for its G rows (same numbers, less compute)"),
     ("TRL", "use_bias_correction_kl=True (default)", "KL term times the ratio: a different KL gradient"),
     ("TRL", "loss_type='dapo' with minibatches > 1", "normalises by the whole generation batch's tokens"),
-    ("TRL", "loss_type cispo / sapo / luspo / vespo", "other surrogates"),
-    ("TRL", "importance_sampling_level='sequence'", "GSPO's sequence-level ratio"),
+    ("grpo_edu", "sampler_dtype='bfloat16'/'float16'", "the policy cast to it samples (TRL: a vLLM engine)"),
+    ("TRL", "loss_type='cispo' with minibatches > 1", "normalises by the whole generation batch's tokens"),
+    ("TRL", "loss_type='cispo' with importance_sampling_level='sequence'", "a sequence weight in CISPO"),
+    ("TRL", "loss_type sapo / luspo / vespo", "other surrogates"),
     ("TRL", "delta", "two-sided clipping of the ratio (INTELLECT-2)"),
     ("TRL", "top_entropy_quantile", "train only on high-entropy tokens"),
     ("TRL", "off_policy_mask_threshold", "drop off-policy negative sequences (DeepSeek-V3.2)"),
@@ -208,7 +258,7 @@ NO_COUNTERPART = (
     ("TRL", "sync_ref_model", "TR-DPO: move the reference towards the policy"),
     ("TRL", "reward_weights, multi_objective_aggregation", "several reward functions"),
     ("TRL", "top_p, top_k, min_p, repetition_penalty", "sampling filters (rollout.generate has top_k)"),
-    ("TRL", "use_vllm, vllm_importance_sampling_*", "a serving engine and its sampler mismatch"),
+    ("TRL", "use_vllm", "a serving engine (its importance-sampling knobs map: vllm_importance_sampling_*)"),
 )
 """Settings one side has and the other cannot express: (side, setting, note)."""
 
