@@ -41,7 +41,7 @@ pytest.importorskip("sphinx_book_theme", reason='the site needs the [docs] extra
 sys.path.insert(0, str(SITE))
 import site_ext  # noqa: E402  (course/site/site_ext.py: the docstring -> math translation)
 
-from course.site.__main__ import DEFAULT_OUT, build  # noqa: E402
+from course.site.__main__ import DEFAULT_OUT  # noqa: E402
 
 # ------------------------------------------------------------------ no browser needed
 
@@ -68,7 +68,7 @@ def test_code_stays_code(code):
     assert not site_ext.looks_like_math(code)
 
 
-def _mini_build(tmp_path: Path, body: str) -> tuple[int, str]:
+def _mini_build(tmp_path: Path, body: str, page: str = "index.rst") -> tuple[int, str]:
     """A one-page Sphinx project with the site's extension; (exit status, warnings)."""
     from sphinx.cmd.build import build_main
 
@@ -78,12 +78,12 @@ def _mini_build(tmp_path: Path, body: str) -> tuple[int, str]:
         textwrap.dedent(f"""
         import sys
         sys.path[:0] = [{str(SITE)!r}, {str(ROOT)!r}]
-        extensions = ["sphinx.ext.autodoc", "site_ext"]
+        extensions = ["myst_parser", "sphinx.ext.autodoc", "site_ext"]
         nitpicky = True
         autodoc_typehints = "none"
         """)
     )
-    (src / "index.rst").write_text(body)
+    (src / page).write_text(body)
     warnings = tmp_path / "warnings.txt"
     status = build_main(["-q", "-W", "-b", "html", "-w", str(warnings), str(src), str(tmp_path / "out")])
     return status, warnings.read_text()
@@ -119,9 +119,13 @@ def test_a_broken_code_name_fails_the_build(tmp_path):
 @pytest.fixture(scope="module")
 def site() -> Path:
     """The whole site, built by the documented command (warnings are errors)."""
+    # in its own process: autodoc imports every module (grpo_edu.hf with TRL mocked when it is
+    # absent), which must not leak into the modules the other tests import
     t0 = time.perf_counter()
-    status = build(DEFAULT_OUT)
-    assert status == 0, "python -m course.site build failed: run it to see the warnings"
+    run = subprocess.run(
+        [sys.executable, "-m", "course.site", "build"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, f"python -m course.site build failed:\n{run.stdout}\n{run.stderr}"
     print(f"site built in {time.perf_counter() - t0:.1f} s")
     return DEFAULT_OUT
 
@@ -347,3 +351,9 @@ def test_screenshot_of_a_notebook_page(site, browser):
     figure.write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
     for png in (top, figure):
         assert png.stat().st_size > 20_000  # a blank page is a few kB
+
+
+def test_a_markdown_link_to_a_missing_notebook_fails_the_build(tmp_path):
+    status, warnings = _mini_build(tmp_path, "# Page\n\nAs [notebook 09](09_missing.ipynb) shows.\n", page="index.md")
+    assert status != 0
+    assert "09_missing.ipynb" in warnings
