@@ -54,6 +54,9 @@ from course.site.__main__ import DEFAULT_OUT  # noqa: E402
         ("k3 = r - 1 - log r", r"k_{3} = r - 1 - \log r"),
         ("log pi_theta(a_t | s_t)", r"\log \pi_{\theta}(a_{t} \mid s_{t})"),
         ("KL(pi||pi_ref)", r"\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})"),
+        ("grad J(theta) ~= g", r"\nabla J(\theta) \approx g"),
+        ("B = n_prompts * group_size", r"B = \mathrm{n\_prompts} \, \mathrm{group\_size}"),
+        ("r_{i,t} = r_phi(q, a_{i,<=t})", r"r_{i,t} = r_{\phi}(q, a_{i,\le t})"),
     ],
 )
 def test_plain_text_equations_become_latex(text, latex):
@@ -62,7 +65,8 @@ def test_plain_text_equations_become_latex(text, latex):
 
 
 @pytest.mark.parametrize(
-    "code", ["shift_mean=False", 'kind="k1"', "[B, T]", "policy_gradient_loss", "grpo_edu.functional", "dim"]
+    "code",
+    ["shift_mean=False", 'kind="k1"', "[B, T]", "[..., n_actions]", "n_examples", "policy_gradient_loss", "dim"],
 )
 def test_code_stays_code(code):
     assert not site_ext.looks_like_math(code)

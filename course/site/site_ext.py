@@ -44,7 +44,7 @@ OPERATORS = {
 }  # fmt: skip
 SUBSCRIPT_WORDS = {"ref", "old", "low", "high", "clip", "new", "min", "max"}
 
-_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))*|\d+(?:\.\d+)?|<-|>=|<=|!=|\|\||.")
+_TOKEN = re.compile(r"\s+|[A-Za-z][A-Za-z0-9]*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))*|\d+(?:\.\d+)?|<-|>=|<=|!=|~=|=>|\|\||.")
 _SHAPE = re.compile(r"^\[[A-Z](, ?[A-Z])*\]$")
 _CODE = re.compile(r"[\"'`]|\w=\w|\w\.\w|\.\(|^\.|\bNone\b|\bTrue\b|\bFalse\b|==|\bimport\b|\bfor\b|\bwith\b|@|#")
 _MATH_SIGNAL = re.compile(
@@ -60,19 +60,35 @@ def looks_like_math(text: str) -> bool:
         return False
     if not _MATH_SIGNAL.search(s):
         return False
+    if s.startswith("[") and s.endswith("]"):
+        return False  # a shape: [..., n_actions]
+    if not re.search(r"[=<>+\-*/^|]", s) and any(_is_code_name(t) for t in re.findall(r"[A-Za-z]\w*", s)):
+        return False  # a parameter name alone (n_examples, Discrete(n_states)): code, not a symbol
     # words that are not symbols of the notation mean prose: "the", "fraction with"...
     words = re.findall(r"(?<![\w\\])[a-z]{4,}\b", s)
     known = GREEK | set(OPERATORS) | {"decay", "value", "constant", "max_length", "masked", "softmax"}
     return all(w in known for w in words)
 
 
+def _is_code_name(name: str) -> bool:
+    """n_examples, group_size: a name from the code, not a symbol with a subscript (x_t, pi_ref)."""
+    parts = name.split("_")
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)+", name) or parts[0] in GREEK:
+        return False
+    return any(len(p) >= 4 and p not in GREEK and p not in SUBSCRIPT_WORDS for p in parts[1:])
+
+
 def _ident(tok: str) -> str:
     base, _, sub = tok.partition("_")
     if tok in OPERATORS:
         return OPERATORS[tok]
+    if _is_code_name(tok):
+        return r"\mathrm{" + tok.replace("_", r"\_") + "}"
     if base in GREEK:
         head = GREEK_TEX.get(base, "\\" + base)
-    elif base in {"sum", "mean", "std", "E", "min", "max"} and (len(sub) <= 2 or sub.startswith("{")):
+    elif base in {"sum", "mean", "std", "E", "min", "max", "grad"} and (
+        len(sub) <= 2 or sub.startswith("{") or sub in GREEK
+    ):
         head = OPERATORS[base]  # sum_t, mean_g, E_pi: an index under the operator
     elif len(base) == 1:
         head = base
@@ -93,6 +109,16 @@ def _ident(tok: str) -> str:
     return head + "_{" + sub + "}"
 
 
+_RELATIONS = {
+    ">=": r"\ge ",
+    "<=": r"\le ",
+    "!=": r"\ne ",
+    "<-": r"\leftarrow ",
+    "~=": r"\approx ",
+    "=>": r"\Rightarrow ",
+}
+
+
 def to_latex(expr: str) -> str:
     """Translate one expression of the plain-text notation to LaTeX."""
     out: list[str] = []
@@ -103,8 +129,8 @@ def to_latex(expr: str) -> str:
             out.append(" ")
         elif tok == "*":
             out.append(r"\,")
-        elif tok in {">=", "<=", "!=", "<-"}:
-            out.append({">=": r"\ge ", "<=": r"\le ", "!=": r"\ne ", "<-": r"\leftarrow "}[tok])
+        elif tok in _RELATIONS:
+            out.append(_RELATIONS[tok])
         elif tok == "||":
             out.append(r"\,\|\,")
         elif tok == "|":
