@@ -99,7 +99,7 @@ def injected_update(
 
     class Grad(transformers.TrainerCallback):
         def on_pre_optimizer_step(self, args, state, control, **kw):
-            rec["grad"] = torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()])
+            rec["grad"] = torch.cat([p.grad.detach().flatten().cpu() for p in trainer.model.parameters()])
 
     trainer._generate_and_score_completions, trainer.compute_loss = scored, loss_of
     trainer.add_callback(Grad())
@@ -114,7 +114,7 @@ def injected_update(
         "grad": rec["grad"],
         "loss": rec["loss"][0],
         "tokens": rec["tokens"][0],
-        "advantages": rec["inputs"]["advantages"].detach().clone(),
+        "advantages": rec["inputs"]["advantages"].detach().cpu().clone(),
     }
     if shards:
         res["shard_grads"] = _shard_grads(trainer, initial, rec["inputs"], shards)
@@ -137,5 +137,5 @@ def _shard_grads(trainer, initial: dict, inputs: dict, shards: int) -> list[torc
         part = {k: v[rows] if torch.is_tensor(v) and v.dim() and v.shape[0] == n else v for k, v in inputs.items()}
         trainer.model.zero_grad()
         trainer._compute_loss(trainer.model, part).backward()
-        grads.append(torch.cat([p.grad.detach().flatten().clone() for p in trainer.model.parameters()]))
+        grads.append(torch.cat([p.grad.detach().flatten().cpu() for p in trainer.model.parameters()]))
     return grads
