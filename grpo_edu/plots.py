@@ -509,10 +509,11 @@ def plot_variants_grid(default, variants: Mapping, x: str = "step", ncols: int =
     for ax in axes[len(runs) :]:
         ax.set_visible(False)
     sizes = sorted({len(hs) for _, hs in runs})
-    each = f"one run each ({', '.join(map(str, sizes))} seeds)" if sizes != [1] else "one run each (one seed)"
-    band = f"{len(base)} seeds, min-max" if len(base) > 1 else "one seed"
-    fig.suptitle(f"Each variant ({each}, orange) against the {default_name} (gray: {band}, {lo:.3f}-{hi:.3f} final)",
-                 fontsize=10)  # fmt: skip
+    each = "one run (one seed) each" if sizes == [1] else f"{'/'.join(map(str, sizes))} runs (seeds) each"
+    band = f"{len(base)} seeds, min to max" if len(base) > 1 else "one seed"
+    dotted = "; dotted: the reference" if reference is not None else ""
+    fig.suptitle(f"Each variant in orange, {each}, against the {default_name} in gray ({band}; final "
+                 f"{lo:.3f}-{hi:.3f}){dotted}", fontsize=10)  # fmt: skip
     return fig
 
 

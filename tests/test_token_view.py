@@ -132,7 +132,8 @@ def test_plot_variants_grid():
     titles = [ax.get_title() for ax in panels]
     assert titles == ["a\nfinal 0.750: inside the band", "b\nfinal 0.900: above the band",
                       "c\nfinal 0.600: below the band"]  # fmt: skip
-    assert "one run each (one seed)" in fig._suptitle.get_text() and "2 seeds" in fig._suptitle.get_text()
+    assert "one run (one seed) each" in fig._suptitle.get_text() and "2 seeds" in fig._suptitle.get_text()
+    assert "dotted: the reference" in fig._suptitle.get_text()
     for ax in panels:
         assert ax.get_xlabel() and ax.get_ylabel()
         assert len(ax.collections) == 1  # the default's band, in every panel
