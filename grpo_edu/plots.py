@@ -366,11 +366,11 @@ def plot_memory(rows, note: str | None = None) -> Figure:
     if not rows:
         raise ValueError("rows must hold at least one algorithm")
     names = [str(r.get("algorithm", r.get("name", f"row {i}"))) for i, r in enumerate(rows)]
-    ticks = [textwrap.fill(n, 14) + (f"\n{textwrap.fill(str(r['layout']), 18)}" if r.get("layout") else "")
+    ticks = [textwrap.fill(n, 16) + (f"\n{textwrap.fill(str(r['layout']), 18)}" if r.get("layout") else "")
              for n, r in zip(names, rows, strict=True)]  # fmt: skip
     parts = [p for p in MEMORY_PARTS if any(r.get(p) for r in rows)]
-    fig, (ax, tab) = _new(2, 1, size=(max(5.0, 1.5 * len(rows) + 2.0) + 1.3 * len(rows) + 3.2, 5.0),
-                          width_ratios=(max(5.0, 1.5 * len(rows) + 2.0), 1.3 * len(rows) + 3.2))  # fmt: skip
+    widths = (max(5.0, 1.5 * len(rows) + 2.0), 0.9 * len(rows) + 2.6)
+    fig, (ax, tab) = _new(2, 1, size=(sum(widths), 5.2), width_ratios=widths)
     bottom = np.zeros(len(rows))
     colors = dict(zip(MEMORY_PARTS, MEMORY_COLORS, strict=True))
     pos = np.arange(len(rows))
@@ -388,21 +388,22 @@ def plot_memory(rows, note: str | None = None) -> Figure:
         ax.plot(pos, ys, "D", color="black", ms=7, label="measured peak", zorder=3)
     ax.set_xticks(pos, ticks, fontsize=8)
     ax.set(xlabel="algorithm (how its step runs)", ylabel="memory of one training step (MB)",
-           title="Total: analytic parts and measured peak")  # fmt: skip
+           title="Memory of one training step: analytic parts, measured peak")  # fmt: skip
     ax.margins(y=0.22)
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
-    ax.legend(handles[::-1], labels[::-1], loc="upper right", fontsize=8)
+    fig.legend(handles[::-1], labels[::-1], loc="outside upper center", ncols=min(len(labels), 5), fontsize=8)
     table = np.array([[float(r.get(p) or 0.0) / MB for r in rows] for p in parts])
     shade = np.log10(np.where(table > 0, table, np.nan))
-    tab.imshow(shade, cmap="Blues", aspect="auto", vmin=np.nanmin(shade) - 1.0, vmax=np.nanmax(shade) + 0.3)
+    lo, hi = np.nanmin(shade) - 1.0, np.nanmax(shade) + 0.3
+    tab.imshow(shade, cmap="Blues", aspect="auto", vmin=lo, vmax=hi)
     for (j, i), v in np.ndenumerate(table):
-        tab.text(i, j, _mb(v), ha="center", va="center", fontsize=8.5)
-    tab.set_xticks(pos, [textwrap.fill(n, 14) for n in names], fontsize=8)
+        dark = v > 0 and (shade[j, i] - lo) / (hi - lo) > 0.65  # white text on the darkest cells
+        tab.text(i, j, _mb(v), ha="center", va="center", fontsize=8.5, color="white" if dark else "black")
+    tab.set_xticks(pos, [textwrap.fill(n, 12) for n in names], fontsize=8)
     tab.set_yticks(np.arange(len(parts)), [p.replace("_", " ") for p in parts], fontsize=8.5)
     tab.tick_params(length=0)
     tab.grid(False)
     tab.set(title="By part (MB; shade: log scale)", xlabel="algorithm", ylabel="part of the step's memory")
-    fig.suptitle("Memory of one training step")
     _footnote(fig, [note], width=150)
     set_alt(fig, f"Memory of one training step for {', '.join(names)}: stacked bars of the analytic memory by part "
                  "with the measured peak as a diamond, and a table of the same parts in megabytes, one column per "
@@ -421,7 +422,7 @@ def plot_comparison_memory(result: Mapping, note: str | None = None) -> Figure:
         row = result["algorithms"][a]
         hist = (row.get("histories") or [{}])[0]
         cfg = hist.get("config", {}) if isinstance(hist, Mapping) else getattr(hist, "config", {})
-        batch, mbs = m.get("batch_size"), int(cfg.get("minibatches", 1) or 1)
+        batch, mbs = m.get("batch_size"), int(row.get("minibatches") or cfg.get("minibatches", 1) or 1)
         layout = f"whole batch ({batch}) per update" if mbs == 1 else f"{mbs} minibatches of {batch // mbs}"
         if int(cfg.get("group_size", 1) or 1) > 1 and cfg.get("share_prompts", True):  # rollout's default: shared
             layout += f", each prompt run once for its {cfg['group_size']} answers"
