@@ -34,13 +34,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from ._common import _require, quiet
 from .rank_parity import LOSS_TYPES
+from .trainer import rank_trainer
 
 MODULE = "grpo_edu.hf.launch"
 
@@ -203,44 +203,6 @@ def _param_digest(model) -> tuple[str, float]:
     return hashlib.sha256(flat.numpy().tobytes()).hexdigest(), float(flat.double().norm())
 
 
-def _trainer(model_dir, task, cfg, sequences_per_step: int, max_steps: int, seed: int, rollout_func=None):
-    """A GRPOTrainer for the exported model in ``model_dir`` whose generation batch is
-    ``sequences_per_step`` rows over all ranks (per rank: that / world / minibatches)."""
-    trl, transformers = _require("trl"), _require("transformers")
-    from .data import reward_fn, task_dataset
-    from .export import head_bias_classes, hf_tokenizer
-    from .knobs import trl_config
-
-    head_bias_classes()  # registers the head-bias GPT-2, in case the policy has one
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    # every parameter is used: ddp_find_unused_parameters=False spares DDP a pass over the graph
-    args = trl_config(
-        cfg,
-        sequences_per_step=sequences_per_step,
-        max_steps=max_steps,
-        seed=seed,
-        max_completion_length=task.max_answer_length,
-        ddp_find_unused_parameters=False,
-    )
-    # trl_config sizes one process; N ranks each hold sequences_per_step / N of the generation batch
-    args = replace(
-        args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches), generation_batch_size=None
-    )
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
-    model.config._name_or_path = str(model_dir)  # TRL builds pi_ref (beta > 0) from here
-    n_prompts = -(-max_steps // (cfg.epochs * cfg.minibatches)) * sequences_per_step // cfg.group_size
-    trainer = trl.GRPOTrainer(
-        model=model,
-        processing_class=hf_tokenizer(),
-        reward_funcs=reward_fn(task),
-        train_dataset=task_dataset(task, n_prompts, seed),
-        args=args,
-        rollout_func=rollout_func,
-    )
-    trainer.remove_callback(transformers.PrinterCallback)
-    return trainer
-
-
 def worker(out, expect: int | None = None) -> None:
     """One rank of `launch`: train as ``out/job.json`` says, write ``out/rank{r}.json``."""
     out = Path(out)
@@ -260,7 +222,9 @@ def worker(out, expect: int | None = None) -> None:
     cfg = GRPOConfig(unbiased_std=True)
     per_cycle = cfg.epochs * cfg.minibatches
     with quiet():
-        trainer = _trainer(out / "model", task, cfg, job["sequences_per_step"], job["steps"] * per_cycle, job["seed"])
+        trainer = rank_trainer(
+            out / "model", task, cfg, job["sequences_per_step"], job["steps"] * per_cycle, job["seed"]
+        )
     acc = trainer.accelerator
     info.update(
         world_size=acc.num_processes,

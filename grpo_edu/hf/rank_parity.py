@@ -56,7 +56,7 @@ def injected_update(
     transformers = _require("transformers")
     from ..algorithms import GRPOConfig
     from .data import _problem_from_prompt
-    from .launch import _trainer
+    from .trainer import rank_trainer
 
     ours = {"grpo": "grpo", "bnpo": "token_mean", "dr_grpo": "dr_grpo", "dapo": "token_mean"}[loss_type]
     cfg = GRPOConfig(
@@ -82,7 +82,7 @@ def injected_update(
         }
 
     with quiet():
-        trainer = _trainer(model_dir, task, cfg, rows, max_steps=1, seed=seed, rollout_func=rollout)
+        trainer = rank_trainer(model_dir, task, cfg, rows, max_steps=1, seed=seed, rollout_func=rollout)
         trainer.loss_type = trainer.args.loss_type = loss_type  # TRL's own name, "dapo" included
     initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     score, compute = trainer._generate_and_score_completions, trainer.compute_loss

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
 import weakref
+from dataclasses import replace
 
 from ._common import _require, quiet
 from .data import reward_fn, task_dataset
@@ -151,3 +153,39 @@ def train_trl(
                 rec[ours] = float(log[k])
     hist.steps = [steps[k] for k in sorted(steps)]
     return hist, trainer
+
+
+def rank_trainer(model_dir, task, cfg, sequences_per_step: int, max_steps: int, seed: int, rollout_func=None):
+    """A GRPOTrainer for the exported model in ``model_dir`` whose generation batch is
+    ``sequences_per_step`` rows over all ranks (per rank: that / world / minibatches)."""
+    trl, transformers = _require("trl"), _require("transformers")
+    from .export import head_bias_classes, hf_tokenizer
+
+    head_bias_classes()  # registers the head-bias GPT-2, in case the policy has one
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    # every parameter is used: ddp_find_unused_parameters=False spares DDP a pass over the graph
+    args = trl_config(
+        cfg,
+        sequences_per_step=sequences_per_step,
+        max_steps=max_steps,
+        seed=seed,
+        max_completion_length=task.max_answer_length,
+        ddp_find_unused_parameters=False,
+    )
+    # trl_config sizes one process; N ranks each hold sequences_per_step / N of the generation batch
+    args = replace(
+        args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches), generation_batch_size=None
+    )
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
+    model.config._name_or_path = str(model_dir)  # TRL builds pi_ref (beta > 0) from here
+    n_prompts = -(-max_steps // (cfg.epochs * cfg.minibatches)) * sequences_per_step // cfg.group_size
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=hf_tokenizer(),
+        reward_funcs=reward_fn(task),
+        train_dataset=task_dataset(task, n_prompts, seed),
+        args=args,
+        rollout_func=rollout_func,
+    )
+    trainer.remove_callback(transformers.PrinterCallback)
+    return trainer
