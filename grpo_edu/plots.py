@@ -309,17 +309,22 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
             )
             ax.bar_label(bar, fmt="%.2f", fontsize=8.5, padding=2)
         ax.set_xticks(pos, names, fontsize=8)
+        ylabel = METRIC_LABELS.get(key, key.replace("_", " ")) if ax is axes[0] else "(the same scale)"
         ax.set(title=title, xlim=(-0.6, max(len(names), 2) - 0.4), xlabel="advantage (the method that uses it)",
-               ylabel=METRIC_LABELS.get(key, key.replace("_", " ")))  # fmt: skip
-        ax.margins(y=0.15)
+               ylabel=ylabel)  # fmt: skip
+        ax.margins(y=0.3)  # room for the legend above the bars
         if "critic" in stats and "gae" in stats and np.isclose(stats["critic"][key], stats["gae"][key], rtol=1e-9):
             equal.append(title)
     handles = [mpl.patches.Patch(facecolor="gray", edgecolor="gray", label="the layout this method trains with"),
                mpl.patches.Patch(facecolor="white", edgecolor="gray", hatch="//",
                                  label="the same estimator in the other layout, or one no method here trains with")]  # fmt: skip
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8.5)
+    axes[-1].legend(handles=handles, loc="upper left", fontsize=8.5)
+    what = {
+        "relative_variance_corrected": " (relative variance, bias-corrected)",
+        "relative_variance": " (relative variance)",
+    }
     fig.suptitle(
-        f"Each gradient estimator at the reference policy, one panel per batch layout: {METRIC_TITLES.get(key, key)}"
+        f"Noise of each gradient estimator at the reference policy{what.get(key, ': ' + key)}, one panel per batch layout"
     )
     notes = []
     if equal and "ppo" in algos and "baseline" in algos:
