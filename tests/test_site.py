@@ -72,6 +72,19 @@ def test_code_stays_code(code):
     assert not site_ext.looks_like_math(code)
 
 
+@pytest.mark.parametrize(
+    "prose, rst",
+    [
+        ("w * L_t and **bold** and *emph*.", r"w \* L_t and **bold** and *emph*."),
+        ("f(*args) on __init__ and name_.", r"f(\*args) on __init\_\_ and name\_."),
+        ("|o_i| tokens, ``x * y`` code", r"\|o_i\| tokens, ``x * y`` code"),
+        ("critic_* alike", r"critic\_\* alike"),
+    ],
+)
+def test_plain_text_that_rst_would_misread_is_escaped(prose, rst):
+    assert site_ext._inline(prose) == rst
+
+
 def _mini_build(tmp_path: Path, body: str, page: str = "index.rst") -> tuple[int, str]:
     """A one-page Sphinx project with the site's extension; (exit status, warnings)."""
     from sphinx.cmd.build import build_main

@@ -181,6 +181,28 @@ _INLINE_LITERAL = re.compile(r"``([^`]+)``")
 _RST_START = re.compile(r"^(\.\. |[-*+] |\d+[.)] |:\w[^:]*:|[A-Z][A-Za-z ]*:\s*$)")
 
 
+_EMPHASIS = re.compile(r"\*\*[^*\s](?:[^*]*[^*\s])?\*\*|\*[^*\s](?:[^*]*[^*\s])?\*(?!\w)")
+
+
+def _escape_prose(text: str) -> str:
+    """What plain text means literally but reST reads as markup, escaped.
+
+    ``|o_i|`` is a length, not a substitution; a ``*`` outside a ``*emphasis*`` / ``**strong**``
+    pair (``w * L_t``, ``f(*args)``) is a star; ``name_`` and ``__init__`` are not links.
+    """
+    out, last = [], 0
+    for m in _EMPHASIS.finditer(text):
+        out += [_escape_plain(text[last : m.start()]), m.group(0)]
+        last = m.end()
+    out.append(_escape_plain(text[last:]))
+    return "".join(out)
+
+
+def _escape_plain(text: str) -> str:
+    text = re.sub(r"(?<=\w)(__?)(?=\s|$|[.,;:)\]*|])", lambda m: "\\_" * len(m.group(1)), text)
+    return re.sub(r"(?<!\\)([|*])", r"\\\1", text)
+
+
 def _inline(line: str) -> str:
     """Inline literals that are equations -> :math:; a bare | outside literals escaped."""
     parts = re.split(r"(``[^`]+``|`[^`]+`)", line)
@@ -190,8 +212,7 @@ def _inline(line: str) -> str:
             if looks_like_math(inner):
                 parts[k] = r":math:`" + to_latex(inner).replace("`", "") + "`"
         elif not part.startswith("`"):
-            part = re.sub(r"(?<!\\)\|", r"\\|", part)  # |o_i| is a length, not a substitution
-            parts[k] = re.sub(r"(?<![\w*\\])\*(?![\w*])", r"\\*", part)  # a lone * (w * L_t) is not emphasis
+            parts[k] = _escape_prose(part)
     return "".join(parts)
 
 
