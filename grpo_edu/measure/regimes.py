@@ -186,8 +186,8 @@ class KLMonitor:
 
 
 def run_reward_model(
-    reference, preset="cpu", seeds=(0, 1), steps=100, settings=((0.0, "loss"), (0.3, "loss"), (0.3, "reward")),
-    n_labels=16384, progress=True,
+    reference, preset="cpu", seeds=(0, 1), steps=60,
+    settings=((0.0, "loss"), (0.3, "loss"), (1.0, "loss"), (0.3, "reward")), n_labels=8192, progress=True,
 ) -> dict:  # fmt: skip
     """GRPO against sigmoid(r_phi) with each (beta, kl_placement) of ``settings``, per seed.
 
@@ -207,8 +207,7 @@ def run_reward_model(
             proxy = ProxyTask(task, rm, on_evaluate=monitor)
             algo = make_algorithm("grpo", beta=beta, kl_placement=where)
             h = train(algo, proxy, reference, policy, preset, steps=steps, seed=seed, eval_every=10, progress=False)
-            ev = [e["step"] for e in h.evals]
-            reward = h.series("reward")
+            ev, reward = [e["step"] for e in h.evals], h.series("reward")
             curves[key].append({
                 "step": ev, "gold": list(h.eval_series()), "kl": monitor.kl,
                 "proxy": [float(reward[0])] + [float(np.mean(reward[max(0, s - 5) : s])) for s in ev[1:]],
@@ -217,31 +216,37 @@ def run_reward_model(
                 examples = exploits(proxy, policy, seed=seed)
             bar.update(1)
     bar.close()
-    b0 = curves["beta 0"]
-    peak = [max(c["gold"]) for c in b0]
-    final = [c["gold"][-1] for c in b0]
-    rises = [c["proxy"][-1] - c["proxy"][0] for c in b0]
+    b0, start = curves["beta 0"], curves["beta 0"][0]["gold"][0]
+    peak, final = [max(c["gold"]) for c in b0], [c["gold"][-1] for c in b0]
+    ends = {
+        k: (spread([c["kl"][-1] for c in v], ".2f"), spread([c["gold"][-1] for c in v], ".3f"))
+        for k, v in curves.items()
+    }
     claims = [
         _claim(
-            "r_phi is a decent reward model where it was trained (the reference's samples)",
+            "r_phi tells right from wrong on the reference's samples better than a constant 'wrong'",
             f"validation accuracy {rm_info['val_accuracy']:.3f} vs {rm_info['always_wrong']:.3f} for 'always wrong' "
             f"({n_labels} labels)",
             "holds" if rm_info["val_accuracy"] > rm_info["always_wrong"] + 0.02 else "fails here",
         ),
         _claim(
-            "optimising a learned reward without a penalty: the proxy rises while the gold accuracy rises, then falls",
+            "optimising a learned reward without a penalty: the proxy rises, the gold accuracy falls (reward hacking)",
             f"beta 0: proxy {spread([c['proxy'][0] for c in b0], '.3f')} -> {spread([c['proxy'][-1] for c in b0], '.3f')}; "
-            f"gold {b0[0]['gold'][0]:.3f} -> peak {spread(peak, '.3f')} -> {spread(final, '.3f')} at step {steps}",
-            "holds" if min(rises) > 0 and min(p - f for p, f in zip(peak, final)) > 0.05 else (
-                "fails here" if max(p - f for p, f in zip(peak, final)) < 0.02 else "depends"),
+            f"gold {start:.3f} -> {spread(final, '.3f')} at step {steps}",
+            "holds" if min(c["proxy"][-1] - c["proxy"][0] for c in b0) > 0 and max(final) < start - 0.1 else "fails here",
+        ),
+        _claim(
+            "the gold accuracy first rises, then falls as the KL grows (Gao et al. 2022)",
+            f"beta 0: peak {spread(peak, '.3f')} vs start {start:.3f}; KL, gold at step {steps}: "
+            + ", ".join(f"{k} {kl}, {g}" for k, (kl, g) in ends.items()),
+            "holds" if min(peak) > start + 0.05 and min(p - f for p, f in zip(peak, final)) > 0.05 else "fails here",
         ),
     ]  # fmt: skip
     for key in list(curves)[1:]:
-        g, k0 = [c["gold"][-1] for c in curves[key]], [c["kl"][-1] for c in b0]
+        g = [c["gold"][-1] for c in curves[key]]
         claims.append(_claim(
             f"the KL penalty ({key}) prevents the reward hacking",
-            f"gold at step {steps}: {spread(g, '.3f')} vs {spread(final, '.3f')} at beta 0; KL/completion "
-            f"{spread([c['kl'][-1] for c in curves[key]], '.2f')} vs {spread(k0, '.2f')}",
+            f"gold at step {steps}: {spread(g, '.3f')} vs {spread(final, '.3f')} at beta 0",
             _above(g, final, 0.05),
         ))  # fmt: skip
     return {"reward_model": rm_info, "curves": curves, "examples": examples, "steps": steps, "claims": claims}
