@@ -57,8 +57,8 @@ def gspo_vs_grpo(
     ``{"rows": [{epoch, cos_gspo_grpo, cos_token_mean, ratio_dev_token, ratio_dev_sequence,
     clip_grpo, clip_gspo}], ...}``: epoch 0 is on-policy (cos_gspo_grpo = 1 to rounding).
     """
-    policy = copy.deepcopy(policy).train()
-    params = [p for p in policy.parameters() if p.requires_grad]
+    policy = copy.deepcopy(policy).train().requires_grad_(True)  # a copy: a reference may come frozen
+    params = list(policy.parameters())
     problems = task.sample(n_prompts, seed)
     ro = generate(
         policy,
@@ -183,7 +183,7 @@ def sampler_mismatch(
     check of the floor), the accuracy J, and for every estimator ||g - g*|| / ||g*||,
     cos(g, g*) and the fraction of tokens (sequences) whose weight is clipped or masked.
     """
-    policy = copy.deepcopy(policy).float().eval()
+    policy = copy.deepcopy(policy).float().eval().requires_grad_(True)  # a copy: a reference may come frozen
     sampler = sampler_copy(policy, dtype)
     params = [p for p in policy.parameters() if p.requires_grad]
     problems = task.sample(n_prompts, seed)

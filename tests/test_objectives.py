@@ -442,3 +442,14 @@ def test_bad_objective_knobs_are_named(kwargs, field):
 
     with pytest.raises(ValueError, match=rf"GRPOConfig\.\w*{field}"):
         GRPOConfig(**kwargs)
+
+
+def test_the_measurements_take_a_frozen_policy(task, tiny_policy):
+    """A reference comes frozen after an algorithm's setup: the measurements work on a copy."""
+    import copy
+
+    from grpo_edu.objectives_demo import gspo_vs_grpo
+
+    frozen = copy.deepcopy(tiny_policy).requires_grad_(False)
+    r = gspo_vs_grpo(frozen, task, n_prompts=2, epochs=1)
+    assert r["rows"] and all(not p.requires_grad for p in frozen.parameters())  # the caller's model untouched
