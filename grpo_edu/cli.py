@@ -322,7 +322,7 @@ def _trl_launch(args, preset, progress):
 
 
 def _regimes(args, preset, progress):
-    from .measure.regimes import REGIMES, format_regimes, run_regimes
+    from .experiments.regimes import REGIMES, format_regimes, run_regimes
 
     unknown = [r for r in args.only if r not in REGIMES]
     if unknown:

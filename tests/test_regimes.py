@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset
-from grpo_edu.measure import regimes
+from grpo_edu.experiments import regimes
 
 VERDICTS = {"holds", "fails here", "depends"}
 

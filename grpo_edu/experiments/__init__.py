@@ -4,11 +4,13 @@
     sweep.py            grpo-edu sweep: learning rate x seed, is the comparison fair?
     variance_study.py   grpo-edu variance: each estimator's gradient variance at several snapshots
     ablation.py         grpo-edu ablate: which settings of the reference make RL fast or slow
+    regimes.py          grpo-edu regimes: where each idea of the derivation pays (notebook 07 calls it)
     check_notebooks.py  grpo-edu check-notebooks: nbval under seed shifts and CPU kernels
     reports.py          their text tables
 
-`grpo_edu.measure` holds what the course measures (the notebooks call it); this package holds
-what only a verb runs.
+`grpo_edu.measure` holds the measurements the notebooks of the ladder call (gradient variance,
+memory, cost, the side-by-side and its claims); this package holds the longer jobs built on
+them, which a verb runs (and notebook 07, the regimes).
 """
 
 from .ablation import ROWS, Variant, run_ablation

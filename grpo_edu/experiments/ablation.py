@@ -70,9 +70,7 @@ ROWS = (
         grpo=dict(loss_type="sequence_mean"),
     ),
     Variant("GRPO std 1/(G-1)", "group std with Bessel's correction", grpo=dict(unbiased_std=True)),
-    Variant(
-        "SFT to 30%", "reference stopped at 30% greedy held-out accuracy", sft=dict(target_accuracy=0.3)
-    ),
+    Variant("SFT to 30%", "reference stopped at 30% greedy held-out accuracy", sft=dict(target_accuracy=0.3)),
     Variant("300 labels", "reference = SFT to convergence on 300 labelled problems", sft=LABELLED_300),
     Variant(
         "five slow settings",

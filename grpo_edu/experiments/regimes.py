@@ -23,11 +23,11 @@ from .. import functional as Fn
 from ..algorithms import make_algorithm
 from ..algorithms.critic import fit_critic
 from ..evaluation import evaluate
+from ..measure.common import rngs, spread
 from ..presets import make_task, resolve_preset
 from ..reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
 from ..rollout import generate, sample_batch, sequence_logprobs
 from ..train import train
-from .common import rngs, spread
 
 REGIMES = ("offset", "reward_model", "difficulty")
 
