@@ -183,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_list(str),
         default="offset,reward_model,difficulty",
         metavar="NAMES",
-        help="comma-separated regimes (offset, reward_model, difficulty)",
+        help="comma-separated regimes (offset, reward_model, difficulty, long_run)",
     )
     g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
     g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")

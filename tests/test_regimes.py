@@ -102,3 +102,23 @@ def test_cli_help_and_bad_input(capsys):
     with pytest.raises(SystemExit) as e:
         main(["regimes", "--seeds", "0"])
     assert e.value.code == 2
+
+
+def test_paired_by_hand():
+    assert regimes._paired([0.9, 0.8], [0.91, 0.7], margin=0.02) == "holds"  # within 0.02 and above
+    assert regimes._paired([0.5, 0.6], [0.9, 0.9], margin=0.02) == "fails here"
+    assert regimes._paired([0.5, 0.95], [0.9, 0.9], margin=0.02) == "depends"
+
+
+def test_long_run_on_a_tiny_setup(tiny, tmp_path):
+    ref, preset = tiny
+    res = regimes.run_long_run(ref, preset, seeds=(0,), steps=2, progress=False)
+    check_claims(res)
+    assert set(res["curves"]) == {"clip 0.2", "clip-higher 0.28"}
+    for runs in res["curves"].values():
+        c = runs[0]
+        assert len(c["entropy"]) == 2 and all(e > 0 for e in c["entropy"])  # one logged entropy per step
+        assert c["eval_step"] == [0, 2] and len(c["accuracy"]) == 2
+    regimes.plot_regime("long_run", res, tmp_path / "l.png")
+    assert (tmp_path / "l.png").stat().st_size > 0
+    assert all(len(line) <= 120 for line in regimes.format_regimes({"long_run": res}).splitlines())

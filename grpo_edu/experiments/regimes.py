@@ -7,6 +7,7 @@ on with a task or reward knob, trains through the public API, and tests the clai
     offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
     reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
     difficulty    mixed operand lengths: a prompt has a value to learn, groups tie by difficulty
+    long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
 
 Every function returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the
 form `measure.format_claims` prints) and the numbers behind them.
@@ -24,12 +25,13 @@ from ..algorithms import make_algorithm
 from ..algorithms.critic import fit_critic
 from ..evaluation import evaluate
 from ..measure.common import rngs, spread
+from ..measure.reports import wrap
 from ..presets import make_task, resolve_preset
 from ..reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
 from ..rollout import generate, sample_batch, sequence_logprobs
 from ..train import train
 
-REGIMES = ("offset", "reward_model", "difficulty")
+REGIMES = ("offset", "reward_model", "difficulty", "long_run")
 
 
 def _claim(claim, measurement, verdict):  # the form measure.format_claims prints
@@ -324,6 +326,72 @@ def run_difficulty(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own_r
     return {"setups": res, "claims": claims}
 
 
+def _paired(a, b, margin=0.0):
+    """Per seed: holds if every a_i >= b_i - margin, fails here if every a_i < b_i - margin, else depends."""
+    ok = [x >= y - margin for x, y in zip(a, b, strict=True)]
+    return "holds" if all(ok) else ("fails here" if not any(ok) else "depends")
+
+
+def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28, progress=True) -> dict:
+    """GRPO for ``steps`` steps with the symmetric clip (eps_high = eps_low = 0.2) and with
+    clip-higher (``eps_high``, DAPO), per seed: the token entropy of the policy on its sampled
+    answers (the loss's logged ``entropy``, every step) and the held-out accuracy.
+
+    DAPO's argument: with a symmetric clip a token of probability 0.01 may only rise to 0.012
+    in one update (rho <= 1 + eps), while a likely token is free to become certain, so the
+    exploring tokens are held back and the entropy collapses; a larger eps_high lets them rise."""
+    preset = resolve_preset(preset)
+    task = _task(preset)
+    settings = {"clip 0.2": {}, f"clip-higher {eps_high}": {"eps_high": eps_high}}
+    curves = {k: [] for k in settings}
+    bar = _bar(len(settings) * len(seeds), "long run", progress)
+    for seed in seeds:
+        for name, cfg in settings.items():
+            h = train(make_algorithm("grpo", **cfg), task, reference, preset=preset, steps=steps, seed=seed,
+                      progress=False, name=name)  # fmt: skip
+            curves[name].append(
+                {
+                    "entropy": [round(float(x), 5) for x in h.series("entropy")],
+                    "eval_step": [e["step"] for e in h.evals],
+                    "accuracy": [e["accuracy"] for e in h.evals],
+                }
+            )
+            bar.update(1)
+    bar.close()
+    w = max(1, steps // 10)
+    base, high = settings
+
+    def mean(c, part):
+        return float(np.mean(c["entropy"][:w] if part == "first" else c["entropy"][-w:]))
+
+    first, last = [mean(c, "first") for c in curves[base]], [mean(c, "last") for c in curves[base]]
+    last_high = [mean(c, "last") for c in curves[high]]
+    final, final_high = [c["accuracy"][-1] for c in curves[base]], [c["accuracy"][-1] for c in curves[high]]
+    falls = [b < 0.5 * a for a, b in zip(first, last, strict=True)]
+    claims = [
+        _claim(
+            "over a long run the entropy of the policy collapses (the problem clip-higher addresses)",
+            f"mean token entropy, first vs last {w} of {steps} steps, {base}: "
+            + ", ".join(f"{a:.3f} -> {b:.3f}" for a, b in zip(first, last, strict=True))
+            + " (holds below half)",
+            "holds" if all(falls) else ("fails here" if not any(falls) else "depends"),
+        ),
+        _claim(
+            "clip-higher keeps the entropy from collapsing (DAPO)",
+            f"mean token entropy over the last {w} steps: {high} {spread(last_high, '.3f')} vs {base} "
+            f"{spread(last, '.3f')} (holds when higher on every seed)",
+            _paired(last_high, last, margin=-1e-9) if len(seeds) else "depends",
+        ),
+        _claim(
+            "clip-higher costs no accuracy",
+            f"held-out accuracy after {steps} steps: {high} {spread(final_high)} vs {base} {spread(final)} "
+            "(holds within 0.02 on every seed)",
+            _paired(final_high, final, margin=0.02),
+        ),
+    ]
+    return {"steps": steps, "window": w, "curves": curves, "claims": claims}
+
+
 def plot_regime(name: str, res: dict, path) -> None:
     """One figure per regime: final accuracy per run (offset), gold accuracy vs KL
     (reward_model), tied groups by difficulty (difficulty)."""
@@ -347,6 +415,15 @@ def plot_regime(name: str, res: dict, path) -> None:
         ax.set_ylabel("gold (exact) held-out accuracy")
         ax.set_title("RL against a learned reward: gold accuracy as the policy drifts")
         ax.legend()
+    elif name == "long_run":
+        for i, (k, runs) in enumerate(res["curves"].items()):
+            for j, c in enumerate(runs):
+                ax.plot(range(1, len(c["entropy"]) + 1), c["entropy"], color=f"C{i}", alpha=0.8,
+                        label=k if j == 0 else None)  # fmt: skip
+        ax.set_xlabel("RL step")
+        ax.set_ylabel("mean token entropy of the policy (nats)")
+        ax.set_title("GRPO over a long run: symmetric clip vs clip-higher (one line per seed)")
+        ax.legend()
     else:
         cls = res["setups"]["mixed, own reference"]["by_class"]
         keys = sorted(cls)
@@ -359,7 +436,8 @@ def plot_regime(name: str, res: dict, path) -> None:
     fig.savefig(path, bbox_inches="tight")
 
 
-RUNNERS = {"offset": run_offset, "reward_model": run_reward_model, "difficulty": run_difficulty}
+RUNNERS = {"offset": run_offset, "reward_model": run_reward_model, "difficulty": run_difficulty,
+           "long_run": run_long_run}  # fmt: skip
 
 
 def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, reference=None) -> dict:
@@ -392,7 +470,9 @@ def format_regimes(results: dict) -> str:
     lines = []
     for name, res in results.items():
         lines.append(f"regime {name}: {DESCRIPTIONS[name]}")
-        lines += [f"  [{c['verdict']:>10}] {c['claim']}: {c['measurement']}" for c in res["claims"]]
+        lines += [
+            wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] ") for c in res["claims"]
+        ]
         for e in res.get("examples", []):
             lines.append(f"    r_phi {e['proxy']:.3f} for {e['prompt']}{e['completion']} (right: {e['answer']})")
     return "\n".join(lines)
@@ -402,4 +482,5 @@ DESCRIPTIONS = {
     "offset": "rewards (0, 1), (5, 6), (-1, 1), same reference, same steps",
     "reward_model": "GRPO against sigmoid(r_phi), a small learned reward model; gold = the exact checker",
     "difficulty": "operands of 1 or 2 digits (ArithmeticTask(mixed_digits=(1, 2))) vs uniform 2-digit, at the reference",
+    "long_run": "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy",
 }

@@ -19,7 +19,7 @@ def _fmt(v, spec) -> str:
 WIDTH = 118  # every line fits a 120-column terminal and notebook 05's HTML
 
 
-def _wrap(text: str, indent: str = "", first: str = "") -> str:
+def wrap(text: str, indent: str = "", first: str = "") -> str:
     return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False)
 
 
@@ -90,7 +90,7 @@ def format_table(result: dict) -> str:
             "One seed: a comparison between two rungs is printed as [  one seed] (no verdict); "
             "--seeds 3 gives the spread that decides it."
         )
-    lines += [_wrap(t, "  ") for t in legend]
+    lines += [wrap(t, "  ") for t in legend]
     if "wins" in result:
         lines.append(format_wins(result))
     if result.get("claims"):
@@ -102,7 +102,7 @@ def format_claims(claims: list[dict], seeds: int = 2) -> str:
     """claim -> measurement -> verdict, verdict first so it scans, wrapped to fit 120 columns."""
     legend = "holds / fails here / depends: the seeds disagree" if seeds > 1 else "holds / fails here / one seed"
     lines = [f"claims of the derivation, tested here ({legend}):"]
-    lines += [_wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] ") for c in claims]
+    lines += [wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] ") for c in claims]
     return "\n".join(lines)
 
 
@@ -123,7 +123,7 @@ def format_wins(result: dict) -> str:
         name = what.replace("target", f"{result.get('target', 0.9):.0%}")
         if n < 2:
             name = name.replace(" (worst seed)", "")
-        lines.append(_wrap(f"{name:<28} {w['winner'] or '-':<10} ({vals})", " " * 41, "  "))
+        lines.append(wrap(f"{name:<28} {w['winner'] or '-':<10} ({vals})", " " * 41, "  "))
     return "\n".join(lines)
 
 
