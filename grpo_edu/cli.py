@@ -176,12 +176,13 @@ def _parser() -> argparse.ArgumentParser:
         "regimes",
         "each claim where it fails and where it holds (regimes)",
         "where each idea of the derivation pays: its claims measured in the regimes the default task "
-        "removes (reward offset, a learned reward model, difficulty spread), with verdicts and a figure each",
+        "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
+        "clip-higher), with verdicts and a figure each",
     )
     g.add_argument(
         "--only",
         type=_list(str),
-        default="offset,reward_model,difficulty",
+        default="offset,reward_model,difficulty,long_run",
         metavar="NAMES",
         help="comma-separated regimes (offset, reward_model, difficulty, long_run)",
     )
