@@ -54,6 +54,16 @@ def _in_range(name: str, value: float, lo: float = 0.0, hi: float = float("inf")
         raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
 
 
+def _clip_range(logp: Tensor, old_logp: Tensor, mask, eps_low: float, eps_high) -> float:
+    """The checks of a clipped surrogate's inputs; returns eps_high (None: eps_low)."""
+    _ndim("logp", logp, 2, "[B, T]")
+    _same_shape("logp", logp, old_logp=old_logp, mask=mask)
+    eps_high = eps_low if eps_high is None else eps_high
+    _in_range("eps_low", eps_low)
+    _in_range("eps_high", eps_high)
+    return eps_high
+
+
 def _per_token(advantages: Tensor, like: Tensor) -> Tensor:
     """Advantages [B] (one per sequence, broadcast over T) or [B, T] -> [B, T]-broadcastable."""
     if advantages.shape == like.shape:
@@ -391,11 +401,7 @@ def clipped_surrogate_loss(
     min picks the constant clipped term. (At rho = 1 the loss has the gradient of
     ``policy_gradient_loss``.)
     """
-    _ndim("logp", logp, 2, "[B, T]")
-    _same_shape("logp", logp, old_logp=old_logp, mask=mask)
-    eps_high = eps_low if eps_high is None else eps_high
-    _in_range("eps_low", eps_low)
-    _in_range("eps_high", eps_high)
+    eps_high = _clip_range(logp, old_logp, mask, eps_low, eps_high)
     adv = _per_token(advantages, logp).detach()
     rho = torch.exp(logp - old_logp.detach())
     unclipped = rho * adv
@@ -514,11 +520,7 @@ def gspo_loss(
     completions with at least one token (0.0 if none): clip_low (s < 1 - eps_low and A < 0),
     clip_high (s > 1 + eps_high and A > 0), clip_ratio (either), ratio_mean (mean s_i).
     """
-    _ndim("logp", logp, 2, "[B, T]")
-    _same_shape("logp", logp, old_logp=old_logp, mask=mask)
-    eps_high = eps_low if eps_high is None else eps_high
-    _in_range("eps_low", eps_low)
-    _in_range("eps_high", eps_high)
+    eps_high = _clip_range(logp, old_logp, mask, eps_low, eps_high)
     adv = _per_token(advantages, logp).detach()
     s = torch.exp(sequence_log_ratio(logp, old_logp, mask)).unsqueeze(-1)  # [B, 1]
     loss = -torch.minimum(s * adv, torch.clamp(s, 1.0 - eps_low, 1.0 + eps_high) * adv)
