@@ -20,7 +20,7 @@ import math
 import torch
 
 from . import functional as Fn
-from .rollout import expand, generate, sequence_logprobs
+from .rollout import sample_batch, sequence_logprobs
 
 __all__ = ["sampler_copy", "gspo_vs_grpo", "format_gspo_vs_grpo", "sampler_mismatch", "format_sampler_mismatch"]
 
@@ -59,16 +59,7 @@ def gspo_vs_grpo(
     """
     policy = copy.deepcopy(policy).train().requires_grad_(True)  # a copy: a reference may come frozen
     params = list(policy.parameters())
-    problems = task.sample(n_prompts, seed)
-    ro = generate(
-        policy,
-        task.encode_prompts(problems),
-        group_size=group_size,
-        max_new_tokens=task.max_answer_length,
-        generator=torch.Generator().manual_seed(seed),
-        tokenizer=task.tokenizer,
-    )
-    scores = task.token_scores(expand(problems, group_size), ro.completion_ids, ro.mask)
+    ro, scores, _ = sample_batch(policy, task, n_prompts, group_size, seed, torch.Generator().manual_seed(seed))
     adv, st = Fn.group_advantages(Fn.masked_sum(scores, ro.mask, dim=1), group_size, eps=1e-4)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rows = []

@@ -231,7 +231,7 @@ def train(
     )
 
     def sample():  # the policy samples (or GRPO's sampler_dtype copy of it: a serving engine's)
-        sampler = algorithm.sampling_policy() if hasattr(algorithm, "sampling_policy") else policy
+        sampler = algorithm.sampling_policy()
         return sample_batch(
             sampler, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
         )

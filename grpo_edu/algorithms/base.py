@@ -170,6 +170,10 @@ class Algorithm:
         self.critic = self.make_critic(policy)
         return self
 
+    def sampling_policy(self):
+        """The model that samples the rollouts: the policy itself (GRPO's ``sampler_dtype`` overrides)."""
+        return self.policy
+
     def make_critic(self, policy):
         """The critic (a `Critic`) of algorithms that learn one; None for the others."""
         return None
