@@ -229,7 +229,8 @@ def _dump(res, path):
 def _compare(args, preset, progress):
     import torch
 
-    from .measure import format_table, run_comparison, write_report
+    from .experiments import write_report
+    from .measure import format_table, run_comparison
 
     res = run_comparison(
         preset,
@@ -266,8 +267,8 @@ def _reference(args, preset, progress):
 
 
 def _bench(args, preset, progress):
-    from .experiments import format_bench, run_bench
-    from .measure import format_memory_sweep, memory_sweep
+    from .experiments import format_bench, format_memory_sweep, run_bench
+    from .measure import memory_sweep
 
     res = run_bench(preset, seed=preset.seed, progress=progress)
     print(format_bench(res))

@@ -11,19 +11,13 @@ from grpo_edu.experiments import (
     Variant,
     best_learning_rates,
     format_ablation,
+    format_memory_sweep,
     format_variance_study,
     run_ablation,
     run_variance_study,
-)
-from grpo_edu.measure import (
-    claims,
-    format_memory_sweep,
-    format_table,
-    generation_speed,
-    run_comparison,
-    where_each_wins,
     write_report,
 )
+from grpo_edu.measure import claims, format_table, generation_speed, run_comparison, where_each_wins
 
 
 def test_reference_verb(capsys):

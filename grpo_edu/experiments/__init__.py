@@ -6,7 +6,7 @@
     ablation.py         grpo-edu ablate: which settings of the reference make RL fast or slow
     regimes.py          grpo-edu regimes: where each idea of the derivation pays (notebook 07 calls it)
     check_notebooks.py  grpo-edu check-notebooks: nbval under seed shifts and CPU kernels
-    reports.py          their text tables
+    reports.py          their text tables, and the files grpo-edu compare writes
 
 `grpo_edu.measure` holds the measurements the notebooks of the ladder call (gradient variance,
 memory, cost, the side-by-side and its claims); this package holds the longer jobs built on
@@ -16,11 +16,19 @@ them, which a verb runs (and notebook 07, the regimes).
 from .ablation import ROWS, Variant, run_ablation
 from .bench import run_bench
 from .check_notebooks import check_notebooks, format_check
-from .reports import format_ablation, format_bench, format_sweep, format_variance_study
+from .reports import (
+    format_ablation,
+    format_bench,
+    format_memory_sweep,
+    format_sweep,
+    format_variance_study,
+    write_report,
+)
 from .sweep import best_learning_rates, run_sweep
 from .variance_study import run_variance_study
 
 __all__ = [
     "ROWS", "Variant", "best_learning_rates", "check_notebooks", "format_ablation", "format_bench", "format_check",
-    "format_sweep", "format_variance_study", "run_ablation", "run_bench", "run_sweep", "run_variance_study",
+    "format_memory_sweep", "format_sweep", "format_variance_study", "run_ablation", "run_bench", "run_sweep",
+    "run_variance_study", "write_report",
 ]  # fmt: skip

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
-from pathlib import Path
 
-from ..train import History
 from .common import reach, spread
 from .compare import own_variance
 
@@ -151,50 +148,3 @@ def memory_note(result: dict) -> str:
         f"gradients and Adam state are {critic / total:.1%} of it. When parameters dominate the ratio PPO/GRPO "
         f"tends to (16P + 4P + 16P) / (16P + 4P) = 1.8: grpo-edu bench --memory-sweep measures it."
     )
-
-
-def write_report(result: dict, out_dir) -> dict:
-    """Save ``comparison.json`` and the figures in ``out_dir``; return their paths."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-
-    from .. import plots
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    hist = {r["label"]: [History.from_dict(h) for h in r["histories"]] for r in result["algorithms"].values()}
-    for x in ("samples", "seconds"):
-        paths[f"curves_{x}"] = out_dir / f"learning_curves_{x}.png"
-        plots.save(plots.plot_learning_curves(hist, x=x), paths[f"curves_{x}"])  # with its alt text
-    if "memory" in result:
-        paths["variance"] = out_dir / "gradient_variance.png"
-        plots.save(plots.plot_comparison_variance(result), paths["variance"])  # one panel per batch layout
-        paths["memory"] = out_dir / "memory.png"
-        plots.save(plots.plot_comparison_memory(result, note=memory_note(result)), paths["memory"])
-    if result.get("memory_sweep"):
-        paths["memory_ratio"] = out_dir / "memory_ratio.png"
-        plots.save(plots.plot_memory_ratio(result["memory_sweep"]), paths["memory_ratio"])
-    clean = {k: v for k, v in result.items() if not k.startswith("_")}
-    paths["json"] = out_dir / "comparison.json"
-    paths["json"].write_text(json.dumps(clean, indent=1, default=str))
-    paths["table"] = out_dir / "comparison.txt"
-    paths["table"].write_text(format_table(result) + "\n")
-    return {k: str(v) for k, v in paths.items()}
-
-
-def format_memory_sweep(rows) -> str:
-    """The PPO/GRPO peak step memory from activation-dominated to parameter-dominated."""
-    lines = [
-        "PPO (policy + critic + reference) vs GRPO (policy + reference), one training step, fp32",
-        f"{'model':<12}{'params':>12}{'batch':>7}{'PPO MB':>9}{'GRPO MB':>9}{'ratio':>7}{'analytic':>9}",
-    ]
-    for r in rows:
-        lines.append(
-            f"{'d' + str(r['d_model']) + ' L' + str(r['n_layers']):<12}{r['params']:>12,}"
-            f"{r['batch_size']:>7}{r['ppo_measured'] / 1e6:>9.1f}{r['grpo_measured'] / 1e6:>9.1f}"
-            f"{r['ratio_measured']:>7.2f}{r['ratio_analytic']:>9.2f}"
-        )
-    lines.append("limit when parameters dominate: (16P policy + 4P reference + 16P critic) / 20P = 1.8")
-    return "\n".join(lines)
