@@ -1,13 +1,6 @@
-"""The main job: all four algorithms from the same reference, side by side, measured.
-
-`run_comparison` trains REINFORCE, REINFORCE with a baseline, PPO with a critic and GRPO
-from the same SFT reference with the same budget (the same number of sampled completions
-by default, or the same training wall time), for one or more seeds, then measures at the
-reference policy the relative variance of each method's gradient estimate, the peak memory
-of one training step and the passes per update. `where_each_wins` says which rung is best
-on which measure. The report (table, figures, JSON) is `reports.write_report`;
-`grpo-edu compare` is this module from the command line.
-"""
+"""The main job (`grpo-edu compare`): the four rungs trained from one reference with one budget,
+side by side; their gradient variance and step memory at the reference; where each wins; the
+derivation's claims tested on the result."""
 
 from __future__ import annotations
 
@@ -67,15 +60,13 @@ def run_comparison(
     progress: bool = True,
     configs: dict | None = None,
 ) -> dict:
-    """Train each algorithm from one reference with one budget, ``seeds`` times; measure
-    variance and memory once (at the reference).
+    """Train each algorithm from one reference with one budget, ``seeds`` times (RL seeds
+    ``preset.seed + k``); measure variance and memory once, at the reference.
 
-    budget="samples": every algorithm sees ``steps * sequences_per_step`` completions.
-    budget="seconds": every algorithm trains for ``seconds`` of wall time (evaluation
-    excluded). ``configs`` maps an algorithm name to config overrides. RL seeds are
-    ``preset.seed + k``, k < seeds; the reference is the preset's (one SFT seed): measured,
-    three RL seeds from one reference differ by a few points, references by more
-    (`grpo-edu ablate` shows that spread).
+    budget="samples": every algorithm sees ``steps * sequences_per_step`` completions;
+    "seconds": ``seconds`` of training wall time each (evaluation excluded). ``configs``
+    maps an algorithm name to config overrides. One SFT reference: references differ by
+    more than RL seeds do (`grpo-edu ablate`).
     """
     if budget not in ("samples", "seconds"):
         raise ValueError(f"budget must be 'samples' or 'seconds', got {budget!r}")
@@ -108,23 +99,13 @@ def run_comparison(
         "threads": torch.get_num_threads(),
         "algorithms": {},
     }
-    kw = dict(samples=n_samples) if budget == "samples" else dict(seconds=seconds)
+    kw = dict(task=task, reference=reference, preset=preset, progress=progress)
+    kw |= dict(samples=n_samples) if budget == "samples" else dict(seconds=seconds)
     for name in algorithms:
         runs = []
         for seed in seed_list:
             algo = make_algorithm(name, **(configs or {}).get(name, {}))
-            runs.append(
-                train(
-                    algo,
-                    task=task,
-                    reference=reference,
-                    preset=preset,
-                    seed=seed,
-                    progress=progress,
-                    name=LABELS[name],
-                    **kw,
-                )
-            )
+            runs.append(train(algo, seed=seed, name=LABELS[name], **kw))
         out["algorithms"][name] = _row(name, algo, runs)
     if measure:
         measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps)
@@ -160,9 +141,8 @@ def where_each_wins(result: dict) -> dict:
 
 
 def measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps):
-    """Variance of each method's estimator in the layout that method trains with (REINFORCE,
-    baseline, PPO: prompts x 1; GRPO: prompts x G), one critic shared by both layouts; and
-    the memory of one step. Writes into ``out``."""
+    """Into ``out``: each method's estimator variance in the layout it trains with (prompts x 1;
+    GRPO prompts x G), one critic for both layouts; the memory of one step."""
     est = [ESTIMATOR_OF[a] for a in algorithms]
     critic = None
     if {"critic", "gae"} & set(est):
@@ -183,13 +163,12 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
     solo = [e for e in est if e not in GROUP_ESTIMATORS]
     var_distinct = gradient_variance(reference, task, estimators=tuple(solo), layout="distinct", **kw) if solo else {}
     out["gradient_variance_distinct"] = var_distinct  # the same number of sequences, prompts x 1
-    mem = {a: step_memory(a, preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed) for a in algorithms}
-    out["memory"] = mem
+    mem_kw = dict(preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed)
+    out["memory"] = mem = {a: step_memory(a, **mem_kw) for a in algorithms}
     grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
     if "grpo" in mem:  # the same step with every row running its own prompt: the critic alone vs PPO
-        unshared = step_memory("grpo", preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed,
-                               share_prompts=False)  # fmt: skip
-        out["algorithms"]["grpo"]["peak_step_memory_unshared_mb"] = unshared["measured_peak_step"] / 1e6
+        unshared = step_memory("grpo", share_prompts=False, **mem_kw)["measured_peak_step"]
+        out["algorithms"]["grpo"]["peak_step_memory_unshared_mb"] = unshared / 1e6
     for a in algorithms:
         row, (_, own) = out["algorithms"][a], own_variance(out, a)
         row["relative_variance"] = own["relative_variance"]
@@ -207,9 +186,8 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
 
 
 def own_variance(result: dict, algorithm: str) -> tuple[str, dict]:
-    """("64x8" | "512x1", stats): ``algorithm``'s estimator in the layout it trains with (a
-    group estimator on prompts x G, the others on distinct prompts), as
-    `measure_at_reference` measured it; the layout is read from the measurement itself."""
+    """("64x8" | "512x1", stats): ``algorithm``'s estimator in the layout it trains with (group
+    estimators on prompts x G, the others on distinct prompts), read from the measurement."""
     grouped = ESTIMATOR_OF[algorithm] in GROUP_ESTIMATORS
     var = result["gradient_variance" if grouped else "gradient_variance_distinct"]
     meta = var["_meta"]
@@ -237,9 +215,8 @@ def _by_margin(ratio: float, below: float = 0.9, above: float = 1.1) -> str:
 
 def claims(result: dict) -> list[dict]:
     """The derivation's claims, each with the measurement that tests it here and a verdict:
-    "holds", "fails here", "depends" (ranges over seeds overlap) or "one seed" (a comparison
-    between rungs that one seed cannot decide). A claim about one measurement without seeds
-    (variance, memory) holds or fails by the margin stated in it. One block per claim."""
+    "holds", "fails here", "depends" (ranges over seeds overlap) or "one seed" (no spread to
+    decide between rungs). One measurement without seeds holds or fails by its stated margin."""
     rows, n, out = result["algorithms"], len(result["seeds"]), []
     have = set(rows)
 

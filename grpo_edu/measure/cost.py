@@ -1,8 +1,5 @@
-"""What one training step costs in passes and seconds, and how fast generation is.
-
-step_cost("grpo")                 forward/backward passes and seconds of one step
-generation_speed(policy, task)    tokens/s of batched sampling with and without the KV cache
-"""
+"""What one training step costs in passes and seconds (``step_cost``), and how fast generation
+is with and without the KV cache (``generation_speed``)."""
 
 from __future__ import annotations
 
@@ -21,12 +18,10 @@ from .memory import setup_algorithm
 
 
 def _count_passes(algo, counts: dict, phase: list) -> list:
-    """Hooks that count forward passes of each model, and backward passes (a hook on each
-    trained model's first parameter fires once per backward), under ``phase[0]``.
-
-    In generation every call counts (one per decoded token). Outside it, a call that
-    continues a KV cache is the rest of the same pass (teacher forcing runs a shared
-    prompt, then the completions on its cache: one pass over prompt + completion)."""
+    """Hooks counting, under ``phase[0]``, forward calls of each model and backward passes (a
+    hook on each trained model's first parameter). In generation every call counts (one per
+    token); outside it a call continuing a KV cache is the rest of the same pass (a shared
+    prompt, then the completions on its cache)."""
 
     def bump(key, args=()):
         cache = args[1] if len(args) > 1 else None
@@ -46,17 +41,12 @@ def _count_passes(algo, counts: dict, phase: list) -> list:
 
 
 def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, with_reference=None) -> dict:
-    """MEASURED: what one training step (``sample_batch`` then ``algorithm.update``) does.
-
-    Counted by hooks: forward calls of the policy / reference / critic modules, and backward
-    passes (a post-accumulate-grad hook on each trained model's first parameter fires once
-    per backward); per step and per update (optimizer step). The generation phase (one
-    policy forward per decoded token, KV cache) is counted apart. Wall seconds of
-    generation and update: medians over ``n_steps`` after one uncounted warm-up step.
-    ``reference=None``: a random-init policy of the preset (the counts do not depend on
-    the weights; the seconds barely, through answer lengths). The reference is attached
-    when the algorithm uses it (beta > 0) or ``with_reference=True``; it is run only when
-    used (as in ``train()``).
+    """MEASURED: what one training step (``sample_batch``, then ``update``) does: forward and
+    backward passes of the policy / reference / critic per step and per update, counted by
+    hooks (generation, one policy forward per token, apart); seconds of generation and update,
+    medians over ``n_steps`` after an uncounted warm-up. ``reference=None``: a random-init
+    policy (the counts do not depend on the weights). The reference is attached when used
+    (beta > 0) or ``with_reference=True``, and run only when used (as in ``train()``).
     """
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
@@ -115,11 +105,10 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
 
 
 def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5, seed: int = 0) -> dict:
-    """Tokens per second of batched sampling three ways, measured side by side (alternating,
-    median of ``repeats``) on the same prompts and seeds: recomputing the whole prefix at
-    every token, with the KV cache, and with the KV cache and each prompt run once for its
-    ``group_size`` rows (the default of `generate`). "speedup" is what the cache buys (both
-    running every row's prompt), "share_speedup" what sharing the prompt adds to it."""
+    """MEASURED: tokens/s of batched sampling (alternating, median of ``repeats``, same prompts
+    and seeds) recomputing the prefix at every token, with the KV cache, and with the cache and
+    each prompt run once for its ``group_size`` rows (`generate`'s default). "speedup": what the
+    cache buys; "share_speedup": what sharing the prompt adds."""
     prompts = task.encode_prompts(task.sample(n_prompts, seed))
     modes = {"uncached": dict(use_cache=False), "cached": dict(share_prompts=False), "shared": {}}
     times = {m: [] for m in modes}

@@ -1,10 +1,5 @@
-"""What one training step holds in memory: measured (profiler / CUDA counters) and analytic.
-
-    step_memory("ppo"), memory_sweep  peak memory of one training step, measured and analytic
-
-Each docstring says which numbers are MEASURED (run the code, read a counter) and which
-are COMPUTED (a formula from parameter counts).
-"""
+"""What one training step holds in memory: MEASURED (profiler / CUDA counters, run the code)
+and COMPUTED (a formula from parameter counts); each docstring says which number is which."""
 
 from __future__ import annotations
 
@@ -33,15 +28,11 @@ SWEEP = (  # (model, sequences per step): from activations dominating to paramet
 
 
 def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
-    """MEASURED: peak bytes allocated above the level at the start, during each phase.
-
-    ``phases``: callables run in order; a phase's peak includes what earlier ones left.
-    CUDA: ``torch.cuda.reset_peak_memory_stats`` + ``max_memory_allocated`` per phase.
-    CPU: ``torch.profiler(profile_memory=True)``; the running sum of the ``[memory]`` events
-    (+nbytes alloc, -nbytes free) in time order, its maximum inside each phase's
-    ``record_function`` span. The profiler misses frees of tensors allocated before it
-    started: free those first.
-    """
+    """MEASURED: peak bytes allocated above the start level during each of ``phases`` (callables
+    run in order; a phase's peak includes what earlier ones left). CUDA: ``max_memory_allocated``
+    per phase. CPU: the running sum of ``torch.profiler``'s ``[memory]`` events (+alloc, -free)
+    in time order, its maximum in each phase's span. The profiler misses frees of tensors
+    allocated before it started: free those first."""
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -72,8 +63,7 @@ def peak_memory(*phases, device="cpu") -> tuple[list[int], str]:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """The profiler's C++ side prints 'profiler_start/stop' lines straight to file
-    descriptor 2 (they would show up in notebooks); point fd 2 at /dev/null meanwhile."""
+    """fd 2 at /dev/null: the profiler's C++ side prints 'profiler_start/stop' lines to it."""
     sys.stderr.flush()
     try:
         saved = os.dup(2)
@@ -90,13 +80,13 @@ def _quiet_stderr():
         os.close(devnull)
 
 
+def _storage(t) -> tuple[int, int]:
+    return t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+
+
 def _storage_bytes(tensors) -> int:
-    seen = {
-        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-        for t in tensors
-        if isinstance(t, torch.Tensor) and t.numel()
-    }
-    return sum(seen.values())
+    """Bytes of the unique storages of ``tensors``."""
+    return sum(dict(_storage(t) for t in tensors if isinstance(t, torch.Tensor) and t.numel()).values())
 
 
 def _param_bytes(model) -> int:
@@ -105,13 +95,8 @@ def _param_bytes(model) -> int:
 
 def _state_tensors(algo):
     """Weights, grads and optimizer states of every model the algorithm holds."""
-    critic = algo.critic
-    pairs = (
-        (algo.policy, algo.optimizer),
-        (critic and critic.model, critic and critic.optimizer),
-        (algo.reference, None),
-    )
-    for model, opt in pairs:
+    c = algo.critic
+    for model, opt in ((algo.policy, algo.optimizer), (c and c.model, c and c.optimizer), (algo.reference, None)):
         for p in model.parameters() if model is not None else ():
             yield from (p, p.grad)
         for state in opt.state.values() if opt is not None else ():
@@ -124,38 +109,20 @@ def _activation_bytes(algo, ro, scores) -> dict:
     batch = algo.prepare(ro, scores)
     idx = minibatches(ro.batch_size, algo.config.minibatches, algo.generator)[0].to(ro.mask.device)
     critic = algo.critic.model if algo.critic is not None else None
-    params = {
-        p.untyped_storage().data_ptr()
-        for m in (algo.policy, critic, algo.reference)
-        if m is not None
-        for p in m.parameters()
-    }
+    params = {_storage(p)[0] for m in (algo.policy, critic, algo.reference) if m is not None for p in m.parameters()}
 
-    def saved(fn):
-        seen = {}
-
-        def pack(t):
-            if t.untyped_storage().data_ptr() not in params:
-                seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    def saved(fn):  # bytes of the storages autograd saves while fn runs, parameters excluded
+        seen = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(_storage(t)) or t, lambda t: t):
             fn()
-        return sum(seen.values())
+        return sum(dict(s for s in seen if s[0] not in params).values())
 
-    out = {"policy": saved(lambda: algo.loss(batch, idx)), "critic": 0}
-    if algo.critic is not None:
+    def critic_loss():
         old = batch.old_values[idx] if batch.old_values is not None else None
-        out["critic"] = saved(
-            lambda: Fn.value_loss(
-                completion_values(critic, ro.select(idx)),
-                batch.returns[idx],
-                batch.mask[idx],
-                old,
-                getattr(algo.config, "value_clip", None),
-            )
-        )
-    return out
+        values = completion_values(critic, ro.select(idx))
+        return Fn.value_loss(values, batch.returns[idx], batch.mask[idx], old, getattr(algo.config, "value_clip", None))
+
+    return {"policy": saved(lambda: algo.loss(batch, idx)), "critic": saved(critic_loss) if critic is not None else 0}
 
 
 def setup_algorithm(algorithm, policy, with_reference, seed):
@@ -178,26 +145,20 @@ def step_memory(
     with_reference=None,
     share_prompts=None,
 ) -> dict:
-    """Peak memory of one full training step (rollout, then ``algorithm.update``), fp32.
+    """Peak memory of one training step (rollout, then ``update``), fp32, of a RANDOM-init policy
+    of ``model_config`` (default the preset's; memory does not depend on training) with the
+    algorithm's default config on ``batch_size`` sequences of the preset's task. The reference
+    is held only if used (beta > 0) unless ``with_reference`` says. ``share_prompts``: None as
+    `rollout.SHARE_PROMPTS` says (a group runs its prompt once); False: every row its own, so
+    two algorithms differ only by their state. After one warm-up step (Adam m, v exist):
 
-    A RANDOM-init policy of ``model_config`` (default: the preset's; memory does not depend
-    on training), synthetic prompts of the preset's task, the algorithm's default config,
-    ``batch_size`` sequences. The reference is held only by algorithms that use it (beta > 0:
-    PPO, GRPO) unless ``with_reference`` says. ``share_prompts``: None, as `rollout.SHARE_PROMPTS`
-    says (default True: the rows of a group run their prompt once, fewer activations for
-    GRPO's G > 1); False: every row runs its own, so two algorithms differ only by their
-    state. One warm-up step (Adam m, v exist), then:
-
-    MEASURED: "measured_peak_step" (during update(), rollout excluded) and
-    "measured_peak_with_rollout" (None without ``include_rollout``) = "persistent" (bytes
-    of the live weights, grads, Adam states of every model, counted) + ``peak_memory``.
-    breakdown["activations"]: saved_tensors_hooks bytes of the largest graph alive at once
-    (policy or critic loss of one minibatch: the critic's backward runs after the policy's,
-    so they never coexist), parameters excluded; both in "activations_by_model".
-    COMPUTED, with P parameters of 4 bytes: policy_params = policy_grads = 4P,
-    optimizer_state = 8P (Adam m + v), reference_params = 4P, critic_* alike (0 if absent);
-    "analytic_total" = the breakdown's sum. An estimate: backward frees activations while
-    it allocates grads (lower), temporaries such as logits are not saved (higher).
+    MEASURED: "measured_peak_step" (update() only) and "measured_peak_with_rollout" (None
+    without ``include_rollout``) = "persistent" (live weights, grads, Adam states, counted)
+    + ``peak_memory``; breakdown["activations"]: saved_tensors_hooks bytes of the larger of
+    the policy's and the critic's loss graph of one minibatch (never alive together).
+    COMPUTED, P parameters of 4 bytes: params = grads = 4P, optimizer_state = 8P (Adam m + v),
+    reference 4P, critic alike; "analytic_total" their sum (backward frees activations as it
+    allocates grads: lower; unsaved temporaries such as logits: higher).
     """
     if share_prompts is not None:  # the one switch of the sharing lives in rollout
         with prompt_sharing(share_prompts):
@@ -267,35 +228,24 @@ def memory_sweep(
     progress=True,
     share_prompts=False,
 ) -> list[dict]:
-    """``step_memory`` (rollout excluded) over (model, batch) pairs, zipped (default ``SWEEP``).
-    ``share_prompts=False`` by default: every row runs its own prompt, so that PPO / GRPO
-    measures the critic alone (GRPO's shared prompts would halve its activations besides).
-
-    One row per pair: "<algorithm>_measured" (MEASURED), "<algorithm>_analytic" (COMPUTED),
-    "<algorithm>_activations", and "ratio_measured" / "ratio_analytic" = first algorithm /
-    second. PPO/GRPO grows from ~1 (activations dominate) towards 36P/20P = 1.8 (parameters).
-    """
+    """``step_memory`` (rollout excluded) over zipped (model, batch) pairs (default ``SWEEP``),
+    every row running its own prompt by default, so that PPO / GRPO is the critic alone. One
+    row per pair: "<algorithm>_measured", "_analytic", "_activations"; "ratio_measured" and
+    "ratio_analytic" = first / second: PPO/GRPO grows from ~1 (activations dominate) towards
+    36P/20P = 1.8 (parameters dominate)."""
     model_configs = model_configs or [m for m, _ in SWEEP]
     batch_sizes = batch_sizes or [b for _, b in SWEEP][: len(model_configs)]
     if len(batch_sizes) != len(model_configs):
         raise ValueError(f"need one batch size per model config, got {len(batch_sizes)} for {len(model_configs)}")
-    rows = []
+    rows, kw = [], dict(include_rollout=False, device=device, seed=seed, share_prompts=share_prompts)
     for cfg, bs in progress_bar(list(zip(model_configs, batch_sizes, strict=True)), progress, "memory sweep"):
         row = {}
         for name in algorithms:
-            m = step_memory(
-                name, cfg, preset, bs, include_rollout=False, device=device, seed=seed, share_prompts=share_prompts
-            )
-            row.update(
-                d_model=m["model"]["d_model"], n_layers=m["model"]["n_layers"], params=m["params"], batch_size=bs
-            )
-            row.update(
-                {
-                    f"{name}_measured": m["measured_peak_step"],
-                    f"{name}_analytic": m["analytic_total"],
-                    f"{name}_activations": m["breakdown"]["activations"],
-                }
-            )
+            m = step_memory(name, cfg, preset, bs, **kw)
+            row.update(d_model=m["model"]["d_model"], n_layers=m["model"]["n_layers"], params=m["params"])
+            row["batch_size"] = bs
+            row[f"{name}_measured"], row[f"{name}_analytic"] = m["measured_peak_step"], m["analytic_total"]
+            row[f"{name}_activations"] = m["breakdown"]["activations"]
         if len(algorithms) >= 2:
             for kind in ("measured", "analytic"):
                 row[f"ratio_{kind}"] = row[f"{algorithms[0]}_{kind}"] / row[f"{algorithms[1]}_{kind}"]

@@ -1,11 +1,7 @@
 """How noisy is each policy-gradient estimator: gradient variance, score norms, the optimal baseline.
 
-    gradient_variance(policy, task)   K independent batch gradients per advantage estimator
-    score_norms(policy, task)         |grad log pi(y)|^2 of right vs wrong answers, and b*
-
-Each docstring says which numbers are MEASURED (run the code, read a counter) and which
-are COMPUTED (a formula). The functional core is called through the module
-(``Fn.group_advantages``), so ``grpo_edu.plug`` reaches it here too.
+Each docstring says which numbers are MEASURED (run the code) and which COMPUTED (a formula).
+The functional core is called through its module (``Fn.group_advantages``): ``grpo_edu.plug`` reaches it.
 """
 
 from __future__ import annotations
@@ -22,15 +18,9 @@ from ..rollout import completion_values, sample_batch, sequence_logprobs
 from .common import flat_grad, progress_bar, rngs, trainable
 
 __all__ = [
-    "ESTIMATORS",
-    "GROUP_ESTIMATORS",
-    "estimator_advantages",
-    "fit_critic",
-    "gradient_variance",
-    "optimal_baseline",
-    "score_norms",
-    "variance_stats",
-]
+    "ESTIMATORS", "GROUP_ESTIMATORS", "estimator_advantages", "fit_critic", "gradient_variance", "optimal_baseline",
+    "score_norms", "variance_stats",
+]  # fmt: skip
 
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
 
@@ -124,21 +114,17 @@ def gradient_variance(
     gae_lambda=1.0,
     critic_steps=150,
 ) -> dict:
-    """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy.
-
-    For each of K independent batches of N = prompts_per_batch x group_size sequences and
-    each estimator e (``estimator_advantages``):
+    """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy. For
+    each of K batches of N = prompts_per_batch x group_size sequences and each estimator e:
 
         g_k^e = grad_theta 1/N sum_i sum_t A^e_{i,t} log pi_theta(a_{i,t} | s_{i,t})
 
-    one backward per estimator on the SAME batch (common random numbers: estimators differ
-    only in A). ``layout="group"``: prompts_per_batch prompts x group_size samples;
-    ``"distinct"``: N distinct prompts x 1 sample (group estimators skipped). Returns
-    ``{e: variance_stats(g^e_1..K) | {"cosine_to_raw": cos(g_bar^e, g_bar^raw)}}`` (all
-    estimators are unbiased: near 1) and "_meta" (reward mean, b*, critic fit, ...).
-    A critic ("critic", "gae") is fitted with ``fit_critic`` (``critic_steps``) when not given; b* comes from
-    ``score_norms`` on a separate batch. group_norm divides A by std ~ 0.3, which scales
-    the raw variance: compare the relative numbers and cosines.
+    one backward per estimator on the SAME batch (estimators differ only in A);
+    ``layout="distinct"``: N distinct prompts x 1 sample (group estimators skipped). Returns
+    ``{e: variance_stats(g^e_1..K) | {"cosine_to_raw": cos(g_bar^e, g_bar^raw)}}`` (near 1: all
+    are unbiased) and "_meta". A critic is fitted (``critic_steps``) when not given; b* comes
+    from ``score_norms`` on a separate batch. group_norm divides A by std ~ 0.3, scaling the
+    raw variance: compare the relative numbers and cosines.
     """
     unknown = [e for e in estimators if e not in ESTIMATORS]
     if layout not in ("group", "distinct") or unknown or not estimators or n_batches < 2:
@@ -150,14 +136,8 @@ def gradient_variance(
     n_prompts, G = (prompts_per_batch, group_size) if layout == "group" else (N, 1)
     skipped = [e for e in estimators if e in GROUP_ESTIMATORS and G < 2]
     estimators = [e for e in estimators if e not in skipped]
-    meta = {
-        "layout": layout,
-        "n_batches": n_batches,
-        "sequences_per_batch": N,
-        "prompts_per_batch": n_prompts,
-        "group_size": G,
-        "skipped": skipped,
-    }
+    meta = dict(layout=layout, n_batches=n_batches, sequences_per_batch=N, prompts_per_batch=n_prompts)
+    meta.update(group_size=G, skipped=skipped)
     if {"critic", "gae"} & set(estimators) and critic is None:
         critic, info = fit_critic(policy, task, steps=critic_steps, seed=seed + 1, progress=progress)
         meta["critic_explained_variance"] = info["explained_variance"]
@@ -196,14 +176,11 @@ def gradient_variance(
 
 
 def score_norms(policy, task, n=512, seed=0) -> dict:
-    """MEASURED: the squared score norm |s_i|^2 = |grad_theta log pi(y_i | q_i)|^2 of each of
-    n sampled answers (T=1, distinct prompts, one backward each). COMPUTED from them:
-    "score_norm2_correct" / "score_norm2_wrong" (mean over R = 1 / R = 0, nan if none),
-    "b_star" = E[R |s|^2] / E[|s|^2] (``optimal_baseline``), "corr" = Pearson(R, |s|^2),
-    "mean_reward"; and the per-sample "rewards", "score_norm2" (numpy) for plots.
-
-    Wrong answers come from low-probability tokens: larger score norms, so b* sits far below
-    the mean reward, and subtracting the mean reward adds the noisy wrong-sample scores.
+    """MEASURED: |s_i|^2 = |grad_theta log pi(y_i | q_i)|^2 of n sampled answers (distinct
+    prompts, one backward each). COMPUTED: its mean over R = 1 / R = 0 ("score_norm2_correct"
+    / "_wrong", nan if none), "b_star" (``optimal_baseline``), "corr" = Pearson(R, |s|^2),
+    "mean_reward"; per-sample "rewards", "score_norm2" (numpy). Wrong answers come from
+    low-probability tokens: larger score norms, so b* sits far below the mean reward.
     """
     device = next(policy.parameters()).device
     ro, scores = sample_batch(policy, task, n, 1, *rngs(seed, device))[:2]
