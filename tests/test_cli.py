@@ -13,11 +13,12 @@ from grpo_edu.experiments import (
     format_ablation,
     format_memory_sweep,
     format_variance_study,
+    generation_speed,
     run_ablation,
     run_variance_study,
     write_report,
 )
-from grpo_edu.measure import claims, format_table, generation_speed, run_comparison, where_each_wins
+from grpo_edu.measure import claims, format_table, run_comparison, where_each_wins
 
 
 def test_reference_verb(capsys):

@@ -14,7 +14,7 @@ them, which a verb runs (and notebook 07, the regimes).
 """
 
 from .ablation import ROWS, Variant, run_ablation
-from .bench import run_bench
+from .bench import generation_speed, run_bench
 from .check_notebooks import check_notebooks, format_check
 from .reports import (
     format_ablation,
@@ -29,6 +29,6 @@ from .variance_study import run_variance_study
 
 __all__ = [
     "ROWS", "Variant", "best_learning_rates", "check_notebooks", "format_ablation", "format_bench", "format_check",
-    "format_memory_sweep", "format_sweep", "format_variance_study", "run_ablation", "run_bench", "run_sweep",
-    "run_variance_study", "write_report",
+    "format_memory_sweep", "format_sweep", "format_variance_study", "generation_speed", "run_ablation", "run_bench",
+    "run_sweep", "run_variance_study", "write_report",
 ]  # fmt: skip

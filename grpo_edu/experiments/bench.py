@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 import os
 import platform
+import time
 
 import torch
 
 from ..measure.compare import ORDER
-from ..measure.cost import generation_speed, step_cost
+from ..measure.cost import step_cost
 from ..measure.memory import step_memory
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
+from ..rollout import generate
 
 
 def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True) -> dict:
@@ -44,6 +46,39 @@ def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, p
         "torch": torch.__version__,
         "generation": gen,
         "algorithms": rows,
+    }
+
+
+def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5, seed: int = 0) -> dict:
+    """MEASURED: tokens/s of batched sampling (alternating, median of ``repeats``, same prompts
+    and seeds) recomputing the prefix at every token, with the KV cache, and with the cache and
+    each prompt run once for its ``group_size`` rows (`generate`'s default). "speedup": what the
+    cache buys; "share_speedup": what sharing the prompt adds."""
+    prompts = task.encode_prompts(task.sample(n_prompts, seed))
+    modes = {"uncached": dict(use_cache=False), "cached": dict(share_prompts=False), "shared": {}}
+    times = {m: [] for m in modes}
+    tokens = 0
+    for r in range(repeats + 1):
+        for mode, kw in modes.items():
+            g = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed + r)
+            t0 = time.perf_counter()
+            ro = generate(
+                policy, prompts, group_size=group_size, max_new_tokens=task.max_answer_length, generator=g, **kw
+            )
+            if ro.mask.is_cuda:
+                torch.cuda.synchronize()
+            if r:  # the first round warms up
+                times[mode].append(time.perf_counter() - t0)
+            tokens = ro.batch_size * ro.completion_ids.shape[1]
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    return {
+        "batch": n_prompts * group_size,
+        "tokens_per_call": tokens,
+        "shared_tokens_per_s": tokens / med["shared"],
+        "cached_tokens_per_s": tokens / med["cached"],
+        "uncached_tokens_per_s": tokens / med["uncached"],
+        "speedup": med["uncached"] / med["cached"],
+        "share_speedup": med["cached"] / med["shared"],
     }
 
 

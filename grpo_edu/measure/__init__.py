@@ -2,18 +2,18 @@
 
     variance.py   gradient variance of each estimator, score norms, the optimal baseline b*
     memory.py     peak memory of one training step, measured and analytic; the memory sweep
-    cost.py       passes and seconds of one step; generation speed with and without KV cache
+    cost.py       passes and seconds of one step
     compare.py    the four rungs side by side (grpo-edu compare), where each wins, the claims
     reports.py    the comparison's tables and claims as text
 
-The longer jobs only a verb runs (bench, sweep, the variance study, the ablation, the
-notebook check, the files of grpo-edu compare) are in `grpo_edu.experiments`, on top of
-this. Everything public is importable from here: ``measure.gradient_variance(policy, task)``.
+The longer jobs only a verb runs (bench and generation speed, sweep, the variance study, the
+ablation, the notebook check, the files `grpo-edu compare` writes) are in `grpo_edu.experiments`,
+on top of this. All public names import from here: ``measure.gradient_variance(policy, task)``.
 """
 
 from .common import flat_grad, progress_bar, rngs, trainable
 from .compare import ESTIMATOR_OF, LABELS, ORDER, TARGET, claims, own_variance, run_comparison, where_each_wins
-from .cost import generation_speed, step_cost
+from .cost import step_cost
 from .memory import SWEEP, memory_sweep, peak_memory, step_memory
 from .reports import format_claims, format_table, format_wins
 from .variance import (
@@ -30,7 +30,6 @@ from .variance import (
 __all__ = [
     "ESTIMATORS", "ESTIMATOR_OF", "GROUP_ESTIMATORS", "LABELS", "ORDER", "SWEEP", "TARGET", "claims",
     "estimator_advantages", "fit_critic", "flat_grad", "format_claims", "format_table", "format_wins",
-    "generation_speed", "gradient_variance", "memory_sweep", "optimal_baseline", "own_variance", "peak_memory",
-    "progress_bar", "rngs", "run_comparison", "score_norms", "step_cost", "step_memory", "trainable",
-    "variance_stats", "where_each_wins",
+    "gradient_variance", "memory_sweep", "optimal_baseline", "own_variance", "peak_memory", "progress_bar", "rngs",
+    "run_comparison", "score_norms", "step_cost", "step_memory", "trainable", "variance_stats", "where_each_wins",
 ]  # fmt: skip

@@ -121,9 +121,9 @@ def _worst(values):
 
 
 def where_each_wins(result: dict) -> dict:
-    """Which rung is best on each measure (lower is better), over all seeds: completions,
-    steps and seconds to the target accuracy (the worst seed counts: a rung that misses on
-    one seed does not win), seconds per step, peak step memory, final accuracy (higher)."""
+    """Which rung is best (lowest) on each measure: completions and seconds to the target (the
+    worst seed counts: missing on one seed loses), seconds per step, peak step memory; and
+    the highest final accuracy of the worst seed."""
     rows = result["algorithms"]
     measures = {
         "completions to target": {a: _worst(r["samples_to_target"]) for a, r in rows.items()},
@@ -147,14 +147,8 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
     critic = None
     if {"critic", "gae"} & set(est):
         critic, fit = fit_critic(reference, task, steps=critic_steps, seed=preset.seed + 1, progress=progress)
-    kw = dict(
-        n_batches=variance_batches,
-        prompts_per_batch=preset.prompts_per_step,
-        group_size=preset.group_size,
-        seed=preset.seed,
-        progress=progress,
-        critic=critic,
-    )
+    kw = dict(n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step, group_size=preset.group_size)
+    kw.update(seed=preset.seed, progress=progress, critic=critic)
     extra = ["batch_mean", "group_mean", "group_loo"]
     var = gradient_variance(reference, task, estimators=tuple(dict.fromkeys(est + extra)), **kw)
     if critic is not None:
@@ -171,9 +165,7 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
         out["algorithms"]["grpo"]["peak_step_memory_unshared_mb"] = unshared / 1e6
     for a in algorithms:
         row, (_, own) = out["algorithms"][a], own_variance(out, a)
-        row["relative_variance"] = own["relative_variance"]
-        row["relative_variance_corrected"] = own["relative_variance_corrected"]
-        row["mean_cosine"] = own["mean_cosine"]
+        row.update({k: own[k] for k in ("relative_variance", "relative_variance_corrected", "mean_cosine")})
         row["peak_step_memory_mb"] = mem[a]["measured_peak_step"] / 1e6
         row["peak_with_rollout_mb"] = (mem[a]["measured_peak_with_rollout"] or math.nan) / 1e6
         row["memory_ratio_to_grpo"] = mem[a]["measured_peak_step"] / grpo_peak

@@ -1,20 +1,15 @@
-"""What one training step costs in passes and seconds (``step_cost``), and how fast generation
-is with and without the KV cache (``generation_speed``)."""
+"""What one training step costs: forward and backward passes, and seconds (``step_cost``)."""
 
 from __future__ import annotations
 
-import copy
 import statistics
 import time
 
 import torch
 
-from ..model import TinyGPT
-from ..presets import make_task, resolve_preset
-from ..rollout import generate, sample_batch
-from ..train import collect, update
-from .common import rngs
-from .memory import setup_algorithm
+from ..presets import resolve_preset
+from ..train import update
+from .memory import setup_step
 
 
 def _count_passes(algo, counts: dict, phase: list) -> list:
@@ -50,15 +45,8 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
     """
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
-    preset = resolve_preset(preset)
-    task, device = make_task(preset), torch.device(preset.device)
-    if reference is None:
-        torch.manual_seed(seed)
-        reference = TinyGPT(preset.model).to(device)
-    policy = copy.deepcopy(reference)
-    algo = setup_algorithm(algorithm_name, policy, with_reference, seed)
-    n_prompts = preset.sequences_per_step // algo.config.group_size
-    rng, gen = rngs(seed, device)
+    algo, device, sample = setup_step(algorithm_name, reference, preset, seed, with_reference)
+    n_prompts = resolve_preset(preset).sequences_per_step // algo.config.group_size
     phase, counts = ["generation"], {}
     handles = _count_passes(algo, counts, phase)
 
@@ -77,8 +65,7 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
         for step in range(n_steps + 1):
             if step == 1:
                 counts.clear()  # the warm-up step is not counted
-            sample = lambda: sample_batch(policy, task, n_prompts, algo.config.group_size, rng, gen)  # noqa: E731
-            (ro, scores, _, _), t_gen = timed("generation", collect, algo, sample)
+            (ro, scores, _, _), t_gen = timed("generation", sample, n_prompts * algo.config.group_size)
             stats, t_upd = timed("update", update, algo, ro, scores)
             times.append((t_gen, t_upd))
             updates.append(stats["updates"])
@@ -101,37 +88,4 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
         "seconds_per_step": statistics.median(a + b for a, b in times[1:]),
         "generation_seconds": statistics.median(t_gen),
         "update_seconds": statistics.median(t_upd),
-    }
-
-
-def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5, seed: int = 0) -> dict:
-    """MEASURED: tokens/s of batched sampling (alternating, median of ``repeats``, same prompts
-    and seeds) recomputing the prefix at every token, with the KV cache, and with the cache and
-    each prompt run once for its ``group_size`` rows (`generate`'s default). "speedup": what the
-    cache buys; "share_speedup": what sharing the prompt adds."""
-    prompts = task.encode_prompts(task.sample(n_prompts, seed))
-    modes = {"uncached": dict(use_cache=False), "cached": dict(share_prompts=False), "shared": {}}
-    times = {m: [] for m in modes}
-    tokens = 0
-    for r in range(repeats + 1):
-        for mode, kw in modes.items():
-            g = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed + r)
-            t0 = time.perf_counter()
-            ro = generate(
-                policy, prompts, group_size=group_size, max_new_tokens=task.max_answer_length, generator=g, **kw
-            )
-            if ro.mask.is_cuda:
-                torch.cuda.synchronize()
-            if r:  # the first round warms up
-                times[mode].append(time.perf_counter() - t0)
-            tokens = ro.batch_size * ro.completion_ids.shape[1]
-    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-    return {
-        "batch": n_prompts * group_size,
-        "tokens_per_call": tokens,
-        "shared_tokens_per_s": tokens / med["shared"],
-        "cached_tokens_per_s": tokens / med["cached"],
-        "uncached_tokens_per_s": tokens / med["uncached"],
-        "speedup": med["uncached"] / med["cached"],
-        "share_speedup": med["cached"] / med["shared"],
     }

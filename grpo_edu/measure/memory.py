@@ -125,13 +125,24 @@ def _activation_bytes(algo, ro, scores) -> dict:
     return {"policy": saved(lambda: algo.loss(batch, idx)), "critic": saved(critic_loss) if critic is not None else 0}
 
 
-def setup_algorithm(algorithm, policy, with_reference, seed):
-    """An algorithm set up on ``policy``; the reference (a copy) only if it uses one (beta > 0)."""
+def setup_step(algorithm, model, preset, seed, with_reference=None, device=None):
+    """(algorithm, device, sample): ``algorithm`` set up on a copy of ``model`` (a module) or on
+    a RANDOM-init policy (``model`` a config, default the preset's), the reference (a copy) only
+    if it uses one (beta > 0); ``sample(n)`` collects n sequences of the task as train() does."""
+    preset = resolve_preset(preset)
+    task, device = make_task(preset), torch.device(device or preset.device)
+    if isinstance(model, torch.nn.Module):
+        policy = copy.deepcopy(model)
+    else:
+        torch.manual_seed(seed)
+        policy = TinyGPT(ModelConfig(**model) if isinstance(model, dict) else model or preset.model).to(device)
     algo = make_algorithm(algorithm) if isinstance(algorithm, str) else algorithm
     if with_reference is None:
         with_reference = getattr(algo.config, "beta", 0) > 0 and algo.config.kl_placement != "none"
     reference = copy.deepcopy(policy) if with_reference else None
-    return algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
+    algo = algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
+    G, (rng, gen) = algo.config.group_size, rngs(seed, device)
+    return algo, device, lambda n: collect(algo, lambda: sample_batch(policy, task, n // G, G, rng, gen))
 
 
 def step_memory(
@@ -164,22 +175,11 @@ def step_memory(
         with prompt_sharing(share_prompts):
             return step_memory(algorithm_name, model_config, preset, batch_size, include_rollout, device, seed,
                                with_reference)  # fmt: skip
-    preset = resolve_preset(preset)
-    task = make_task(preset)
-    cfg = ModelConfig(**model_config) if isinstance(model_config, dict) else (model_config or preset.model)
-    device = torch.device(device or preset.device)
-    torch.manual_seed(seed)
-    policy = TinyGPT(cfg).to(device)
-    algo = setup_algorithm(algorithm_name, policy, with_reference, seed)
-    G = algo.config.group_size
+    algo, device, sample = setup_step(algorithm_name, model_config, preset, seed, with_reference, device)
+    policy, G = algo.policy, algo.config.group_size
     if batch_size % G:
         raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")
-    rng, gen = rngs(seed, device)
-
-    def rollout():  # (rollout, scores) of batch_size sequences, as train() samples them
-        sample = lambda: sample_batch(policy, task, batch_size // G, G, rng, gen)  # noqa: E731
-        return collect(algo, sample)[:2]
-
+    rollout = lambda: sample(batch_size)[:2]  # noqa: E731  (rollout, scores) of batch_size sequences
     update(algo, *rollout())  # warm-up: the optimizers' states now exist
     acts = _activation_bytes(algo, *rollout())
     held = {} if include_rollout else {"batch": rollout()}
@@ -192,21 +192,13 @@ def step_memory(
     peaks, method = peak_memory(*phases, lambda: update(algo, *held.pop("batch")), device=device)
     pb, rb = _param_bytes(policy), _param_bytes(algo.reference)
     cb = _param_bytes(algo.critic.model if algo.critic is not None else None)
-    breakdown = {
-        "policy_params": pb,
-        "policy_grads": pb,
-        "optimizer_state": 2 * pb,
-        "reference_params": rb,
-        "critic_params": cb,
-        "critic_grads": cb,
-        "critic_optimizer_state": 2 * cb,
-        "activations": max(acts.values()),
-    }
+    breakdown = dict(policy_params=pb, policy_grads=pb, optimizer_state=2 * pb, reference_params=rb)
+    breakdown.update(critic_params=cb, critic_grads=cb, critic_optimizer_state=2 * cb, activations=max(acts.values()))
     return {
         "algorithm": algo.name,
         "device": str(device),
         "batch_size": batch_size,
-        "model": cfg.to_dict(),
+        "model": policy.config.to_dict(),
         "params": sum(p.numel() for p in policy.parameters()),
         "measured_peak_step": persistent + peaks[-1],
         "measured_peak_with_rollout": persistent + max(peaks) if include_rollout else None,

@@ -1,4 +1,5 @@
-"""The text tables and figure files of the measurements (what the CLI prints and writes)."""
+"""The comparison as text: its tables, where each rung wins, the claims (what `grpo-edu compare`
+prints and notebook 05 shows); what dominates its memory."""
 
 from __future__ import annotations
 

@@ -13,17 +13,11 @@ import numpy as np
 import torch
 
 from .. import functional as Fn
-from ..algorithms.critic import fit_critic  # re-exported: measurements fit critics too
+from ..algorithms.critic import fit_critic  # re-exported by measure: measurements fit critics too
 from ..rollout import completion_values, sample_batch, sequence_logprobs
 from .common import flat_grad, progress_bar, rngs, trainable
 
-__all__ = [
-    "ESTIMATORS", "GROUP_ESTIMATORS", "estimator_advantages", "fit_critic", "gradient_variance", "optimal_baseline",
-    "score_norms", "variance_stats",
-]  # fmt: skip
-
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
-
 GROUP_ESTIMATORS = ("group_mean", "group_loo", "group_norm")
 
 GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
@@ -46,26 +40,22 @@ def variance_stats(grads) -> dict:
     K, mean = g.shape[0], g.mean(0)
     tv, msn = float(((g - mean) ** 2).sum() / (K - 1)), float(mean @ mean)
     cos = torch.nn.functional.cosine_similarity(g, (K * mean - g) / (K - 1), dim=1)
-
-    def ratio(a, b):
-        return a / b if b > 0 else math.inf
-
+    signal = msn - tv / K  # estimates |E g|^2
     return {
         "total_variance": tv,
         "mean_sq_norm": msn,
-        "relative_variance": ratio(tv, msn),
-        "relative_variance_corrected": ratio(tv, msn - tv / K),
+        "relative_variance": tv / msn if msn > 0 else math.inf,
+        "relative_variance_corrected": tv / signal if signal > 0 else math.inf,
         "mean_cosine": float(cos.mean()),
     }
 
 
 def optimal_baseline(rewards, score_norm2) -> float:
-    """COMPUTED: the constant b minimising tr Cov of (R - b) s, s = grad log pi(y):
+    """COMPUTED: the constant b minimising tr Cov of (R - b) s, s = grad log pi(y) (E[s] = 0: b
+    does not move the mean), a score-norm-weighted mean reward, far below the mean reward when
+    wrong answers (R = 0) have the larger |s|^2:
 
         d/db E[(R - b)^2 |s|^2] = 0   =>   b* = E[R |s|^2] / E[|s|^2]
-
-    (E[s] = 0, so b does not move the mean.) A score-norm-weighted mean reward: when wrong
-    answers (R = 0) have the larger |s|^2, b* is far below the mean reward.
     """
     r, s2 = (torch.as_tensor(x, dtype=torch.float64) for x in (rewards, score_norm2))
     if r.shape != s2.shape or r.numel() == 0:
@@ -164,14 +154,9 @@ def gradient_variance(
         g_bar = {e: torch.stack(gs).double().mean(0) for e, gs in grads.items()}
         for e in grads:
             out[e]["cosine_to_raw"] = float(torch.nn.functional.cosine_similarity(g_bar[e], g_bar["raw"], dim=0))
-    R = torch.cat(rewards)
-    meta.update(
-        reward_mean=float(R.mean()),
-        reward_std=float(R.std()),
-        frac_zero_std_groups=float(np.mean(zero_std)) if G > 1 else None,
-        n_params=sum(p.numel() for p in policy.parameters()),
-        seconds=time.perf_counter() - t0,
-    )
+    R, zero = torch.cat(rewards), float(np.mean(zero_std)) if G > 1 else None
+    meta.update(reward_mean=float(R.mean()), reward_std=float(R.std()), frac_zero_std_groups=zero)
+    meta.update(n_params=sum(p.numel() for p in policy.parameters()), seconds=time.perf_counter() - t0)
     return {**out, "_meta": meta}
 
 
@@ -193,13 +178,9 @@ def score_norms(policy, task, n=512, seed=0) -> dict:
     R = scores.sum(1).cpu().double()
     ok = R > 0.5
     corr = float(np.corrcoef(R.numpy(), s2.numpy())[0, 1]) if 0 < int(ok.sum()) < n else math.nan
-
-    def mean(x):
-        return float(x.mean()) if x.numel() else math.nan
-
     return {
-        "score_norm2_correct": mean(s2[ok]),
-        "score_norm2_wrong": mean(s2[~ok]),
+        "score_norm2_correct": float(s2[ok].mean()) if ok.any() else math.nan,
+        "score_norm2_wrong": float(s2[~ok].mean()) if not ok.all() else math.nan,
         "mean_reward": float(R.mean()),
         "b_star": optimal_baseline(R, s2),
         "corr": corr,
