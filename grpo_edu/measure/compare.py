@@ -27,7 +27,7 @@ TARGET = 0.9  # the accuracy whose cost (steps, completions, seconds) the compar
 
 def _row(name, algo, histories) -> dict:
     """One algorithm's numbers over its seeds (lists: one entry per seed)."""
-    h0 = histories[0]
+    h0, per_step = histories[0], [h.steps[-1]["seconds"] / len(h.steps) for h in histories if h.steps]
     return {
         "label": LABELS[name],
         "initial_accuracy": h0.initial_accuracy,
@@ -35,9 +35,7 @@ def _row(name, algo, histories) -> dict:
         "steps": len(h0.steps),
         "samples": h0.steps[-1]["samples"] if h0.steps else 0,
         "train_seconds": [h.steps[-1]["seconds"] if h.steps else 0.0 for h in histories],
-        "seconds_per_step": statistics.mean(h.steps[-1]["seconds"] / len(h.steps) for h in histories if h.steps)
-        if h0.steps
-        else math.nan,
+        "seconds_per_step": statistics.mean(per_step) if h0.steps else math.nan,
         "steps_to_target": [h.first_reaching(TARGET, "step") for h in histories],
         "seconds_to_target": [h.first_reaching(TARGET, "seconds") for h in histories],
         "samples_to_target": [h.first_reaching(TARGET, "samples") for h in histories],
@@ -82,8 +80,7 @@ def run_comparison(
     task = make_task(preset)
     t0 = time.perf_counter()
     reference, ref_info = reference_policy(preset, task=task, progress=progress, return_info=True)
-    steps = steps or preset.steps
-    n_samples = steps * preset.sequences_per_step
+    n_samples = (steps or preset.steps) * preset.sequences_per_step
     seed_list = [preset.seed + k for k in range(seeds)]
     out = {
         "preset": preset.name,
@@ -189,8 +186,7 @@ def own_variance(result: dict, algorithm: str) -> tuple[str, dict]:
 def _compare_ranges(lower_is_better_a, b, seeds: int = 2):
     """holds: every seed of a beats every seed of b; fails here: the other way; else depends.
     With one seed a comparison between two rungs has no spread: "one seed" (no verdict)."""
-    a = [x for x in lower_is_better_a if x is not None]
-    b = [x for x in b if x is not None]
+    a, b = ([x for x in v if x is not None] for v in (lower_is_better_a, b))
     if seeds < 2 and a and b:
         return "one seed"
     if not a:
@@ -219,11 +215,10 @@ def claims(result: dict) -> list[dict]:
         return reach(rows[a][key], spec)
 
     gains = {r["label"]: min(r["final_accuracy"]) - r["initial_accuracy"] for r in rows.values()}
+    gained = ", ".join(f"{k} {g:+.3f}" for k, g in gains.items())
     add(
         "every rung learns from the same reference",
-        "held-out gain after the budget"
-        + (", worst seed: " if n > 1 else ": ")
-        + ", ".join(f"{k} {g:+.3f}" for k, g in gains.items()),
+        f"held-out gain after the budget{', worst seed' if n > 1 else ''}: {gained}",
         "holds" if min(gains.values()) > 0.1 else "fails here",
     )
     pct = f"{TARGET:.0%}"

@@ -107,8 +107,7 @@ def format_claims(claims: list[dict], seeds: int = 2) -> str:
 def format_wins(result: dict) -> str:
     """Which rung is best on which measure, one line each (wrapped)."""
     n = len(result.get("seeds", [0, 1]))
-    head = "where each rung wins (the worst seed counts):" if n > 1 else "best on this one seed (not a ranking):"
-    lines = [head]
+    lines = ["where each rung wins (the worst seed counts):" if n > 1 else "best on this one seed (not a ranking):"]
     specs = {
         "completions to target": ",",
         "seconds to target": ".1f",
@@ -144,8 +143,8 @@ def memory_note(result: dict) -> str:
     total = sum(b.values())
     return (
         f"At this size activations dominate ({b['activations'] / total:.0%} of PPO's analytic step; REINFORCE and "
-        f"the baseline update on the whole batch, PPO and GRPO on minibatches, and GRPO runs each prompt once for "
-        f"its G completions), and the critic's parameters, "
-        f"gradients and Adam state are {critic / total:.1%} of it. When parameters dominate the ratio PPO/GRPO "
-        f"tends to (16P + 4P + 16P) / (16P + 4P) = 1.8: grpo-edu bench --memory-sweep measures it."
+        "the baseline update on the whole batch, PPO and GRPO on minibatches, and GRPO runs each prompt once for "
+        f"its G completions), and the critic's parameters, gradients and Adam state are {critic / total:.1%} of it. "
+        "When parameters dominate the ratio PPO/GRPO tends to (16P + 4P + 16P) / (16P + 4P) = 1.8: grpo-edu bench "
+        "--memory-sweep measures it."
     )
