@@ -35,6 +35,7 @@ MAX_DIGITS = 6
 EVAL_SEED = 1_000_003  # fixed: the eval set never depends on a training seed
 _ENUMERATE_LIMIT = 20_000  # tasks with at most this many problems are enumerated exactly
 Triple = tuple[int, str, int]
+FILLER = "="  # the filler token of ArithmeticTask(filler=k): never part of an answer
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,14 @@ class ArithmeticTask:
         heldout_per_mille: how many problems in 1000 are held out (1..999).
         reward_values: the training reward (wrong, right) that ``token_scores`` hands out,
             (0, 1) by default; accuracy always counts a right answer as 1.
+        filler: 0 (the default) or the most filler tokens ``=`` a demonstration writes
+            after its answer, before ``<eos>``. With ``filler > 0`` the length of an answer
+            is up to the policy: the checker ignores every ``=`` in a completion (``81==``,
+            ``8=1`` and ``81`` all score as ``81``), the completion budget grows by
+            ``filler`` tokens (``max_answer_length``) and ``demonstration(p)``, the SFT
+            target, appends between 0 and ``filler`` of them (how many: a hash of the
+            problem). Only the final answer is rewarded, so the length of what the policy
+            writes is free: the regime where the aggregation modes' length biases exist.
     """
 
     def __init__(
@@ -97,6 +106,7 @@ class ArithmeticTask:
         eval_size: int = 500,
         heldout_per_mille: int = 100,
         reward_values: tuple[float, float] = (0.0, 1.0),
+        filler: int = 0,
     ):
         self.digits = _check_int("digits", digits, 1, MAX_DIGITS)
         self.ops: tuple[str, ...] = tuple(ops) if isinstance(ops, (str, list, tuple)) else ()
@@ -128,13 +138,15 @@ class ArithmeticTask:
                 f"got {reward_values!r}"
             )
         self.reward_values = (float(reward_values[0]), float(reward_values[1]))
+        self.filler = _check_int("filler", filler, 0, 16)
 
         self.tokenizer = CharTokenizer()
         self.max_digits = mixed_digits[1] if mixed_digits else self.digits
         self.prompt_length = 1 + 2 * self.max_digits + 2  # <bos> a op b =
         d = self.max_digits
         answer_digits = {"+": d + 1, "-": d, "*": 2 * d}
-        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1  # + <eos>
+        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1 + self.filler  # + <eos>
+        self.filler_id = self.tokenizer.stoi[FILLER]
         self.config = {
             "digits": self.digits,
             "ops": list(self.ops),
@@ -144,6 +156,8 @@ class ArithmeticTask:
             "heldout_per_mille": self.heldout_per_mille,
             "reward_values": list(self.reward_values),
         }
+        if self.filler:  # only when set, so the default task's config (and cache key) is unchanged
+            self.config["filler"] = self.filler
         self._eval: list[Problem] | None = None
 
     def __repr__(self) -> str:
@@ -282,6 +296,24 @@ class ArithmeticTask:
         """The token ids the policy should write: the answer digits, then ``<eos>``."""
         return self.tokenizer.encode(problem.answer, add_eos=True)
 
+    def demonstration(self, problem: Problem) -> str:
+        """The SFT target text (before ``<eos>``): the answer, then, with ``filler > 0``,
+        between 0 and ``filler`` filler tokens (a hash of the problem says how many)."""
+        if not self.filler:
+            return problem.answer
+        n = zlib.crc32(f"filler {problem.a}{problem.op}{problem.b}".encode()) % (self.filler + 1)
+        return problem.answer + FILLER * n
+
+    def _strip_filler(self, completion_ids: torch.Tensor, mask: torch.Tensor):
+        """``(ids, mask)`` with every filler token removed from each row and the rest moved
+        left (the checker of ``filler > 0`` reads the answer without them)."""
+        keep = (mask > 0) & (completion_ids != self.filler_id)
+        order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)  # kept tokens first, in order
+        ids = torch.gather(completion_ids, 1, order)
+        kept = keep.sum(dim=1, keepdim=True)
+        new_mask = (torch.arange(ids.shape[1], device=ids.device)[None, :] < kept).to(mask.dtype)
+        return ids.masked_fill(new_mask == 0, self.tokenizer.pad_id), new_mask
+
     # ---------------------------------------------------------------- rewards
     def outcome_reward(self, problem: Problem, completion: str, terminated: bool = True) -> float:
         """1.0 when ``completion`` (decoded text, up to ``<eos>``) is exactly the answer.
@@ -293,7 +325,10 @@ class ArithmeticTask:
         """
         if not terminated:
             return 0.0
-        return 1.0 if completion.split("<eos>", 1)[0] == problem.answer else 0.0
+        text = completion.split("<eos>", 1)[0]
+        if self.filler:
+            text = text.replace(FILLER, "")
+        return 1.0 if text == problem.answer else 0.0
 
     def rewards(
         self,
@@ -336,9 +371,15 @@ class ArithmeticTask:
         - ``kind="process"``: ``r_t = ok_t / K``: credit for each correct token of the
           correct prefix. ``sum_t r_t`` is the fraction of the target written right from
           the start, and equals 1 (up to float rounding) exactly when ``R = 1``.
+
+        With ``filler > 0`` the outcome is read with the filler tokens removed, and still
+        paid at the last masked token; ``kind="process"`` is refused (its per-token credit
+        assumes the answer starts at the first token).
         """
         if kind not in ("outcome", "process"):
             raise ValueError(f"kind must be 'outcome' or 'process', got {kind!r}")
+        if kind == "process" and self.filler:
+            raise ValueError(f"kind='process' needs a task without filler; {self!r} has filler={self.filler}")
         if completion_ids.dim() != 2 or mask.shape != completion_ids.shape:
             raise ValueError(
                 f"completion_ids and mask must both be [B, T], got "
@@ -354,7 +395,8 @@ class ArithmeticTask:
         for i, t in enumerate(targets):
             t = t[:T]
             y[i, : len(t)] = torch.tensor(t, dtype=torch.long)
-        ok = ((completion_ids == y) & (mask > 0)).long().cumprod(dim=1)  # ok_t
+        ids, checked = self._strip_filler(completion_ids, mask) if self.filler else (completion_ids, mask)
+        ok = ((ids == y) & (checked > 0)).long().cumprod(dim=1)  # ok_t
         if kind == "process":
             return ok.float() / K[:, None].float()
         scores = torch.zeros(B, T, dtype=torch.float32, device=device)

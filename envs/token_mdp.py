@@ -44,6 +44,8 @@ class ArithmeticEnv(gym.Env):
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if reward_kind not in ("outcome", "process"):
             raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")
+        if getattr(task, "filler", 0):
+            raise ValueError(f"TokenMDP checks answers token by token and needs a task without filler, got {task!r}")
         self.task, self.render_mode, self.reward_kind = task, render_mode, reward_kind
         self.tokenizer = task.tokenizer
         V = self.tokenizer.vocab_size

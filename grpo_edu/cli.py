@@ -177,14 +177,14 @@ def _parser() -> argparse.ArgumentParser:
         "each claim where it fails and where it holds (regimes)",
         "where each idea of the derivation pays: its claims measured in the regimes the default task "
         "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
-        "clip-higher), with verdicts and a figure each",
+        "clip-higher, a free answer length), with verdicts and a figure each",
     )
     g.add_argument(
         "--only",
         type=_list(str),
-        default="offset,reward_model,difficulty,long_run",
+        default="offset,reward_model,difficulty,long_run,free_length",
         metavar="NAMES",
-        help="comma-separated regimes (offset, reward_model, difficulty, long_run)",
+        help="comma-separated regimes (offset, reward_model, difficulty, long_run, free_length)",
     )
     g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
     g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")

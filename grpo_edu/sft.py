@@ -63,9 +63,10 @@ class SFTConfig:
 
 def sft_batch(task, problems, device="cpu"):
     """``(input_ids [n, L], targets [n, L])`` for teacher forcing; targets are -100 on the
-    prompt and on padding, so the loss is only on ``answer<eos>``."""
+    prompt and on padding, so the loss is only on ``answer<eos>`` (the task's
+    ``demonstration``: the answer, plus filler tokens for ``ArithmeticTask(filler=k)``)."""
     tok = task.tokenizer
-    seqs = [tok.encode(p.prompt, add_bos=True) + tok.encode(p.answer, add_eos=True) for p in problems]
+    seqs = [tok.encode(p.prompt, add_bos=True) + tok.encode(task.demonstration(p), add_eos=True) for p in problems]
     P = task.prompt_length
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), tok.pad_id, dtype=torch.long)

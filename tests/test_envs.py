@@ -445,3 +445,41 @@ def test_reward_values_map_the_training_reward_not_the_accuracy():
     assert task.config["reward_values"] == [-1.0, 1.0]
     with pytest.raises(ValueError, match="reward_values"):
         ArithmeticTask(reward_values=(1.0, 0.0))
+
+
+# ------------------------------------------------------------------ free length (filler)
+def test_filler_frees_the_length_and_rewards_the_final_answer_only():
+    task = ArithmeticTask(filler=3)
+    assert task.max_answer_length == ArithmeticTask().max_answer_length + 3
+    assert task.config["filler"] == 3
+    assert "filler" not in ArithmeticTask().config  # the default task's cache key is unchanged
+    p = task.make_problem(23, 58)  # 81, written 18
+    texts = ["18", "18===", "=18", "1=8", "18=1", "81==", "==="]
+    assert [task.outcome_reward(p, c) for c in texts] == [1, 1, 1, 1, 0, 0, 0]
+    ids, mask = task.tokenizer.batch_encode(texts, add_eos=True, padding_side="right")
+    assert task.rewards_from_ids([p] * len(texts), ids).tolist() == [1, 1, 1, 1, 0, 0, 0]
+    scores = task.token_scores([p] * len(texts), ids, mask.float())
+    last = mask.sum(1) - 1  # paid at <eos>, however long the filler made the answer
+    assert scores.sum(1).tolist() == [1, 1, 1, 1, 0, 0, 0]
+    assert scores[torch.arange(len(texts)), last].tolist() == [1, 1, 1, 1, 0, 0, 0]
+    with pytest.raises(ValueError, match="process"):
+        task.token_scores([p], ids[:1], mask[:1].float(), kind="process")
+    with pytest.raises(ValueError, match="filler"):
+        ArithmeticEnv(task=task)
+
+
+def test_filler_demonstrations_vary_in_length_and_are_right():
+    task = ArithmeticTask(filler=3)
+    problems = task.sample(400, 0)
+    demos = [task.demonstration(p) for p in problems]
+    assert all(d.rstrip("=") == p.answer and task.outcome_reward(p, d) == 1 for d, p in zip(demos, problems))
+    counts = np.bincount([len(d) - len(p.answer) for d, p in zip(demos, problems)], minlength=4)
+    assert len(counts) == 4 and counts.min() > 70  # 0..3 fillers, each about a quarter of the time
+    assert demos == [task.demonstration(p) for p in problems]  # a hash of the problem, not luck
+    assert ArithmeticTask().demonstration(problems[0]) == problems[0].answer
+
+
+@pytest.mark.parametrize("bad", [-1, 17, 1.5, True])
+def test_bad_filler_names_the_field(bad):
+    with pytest.raises(ValueError, match="filler"):
+        ArithmeticTask(filler=bad)

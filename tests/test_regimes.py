@@ -122,3 +122,50 @@ def test_long_run_on_a_tiny_setup(tiny, tmp_path):
     regimes.plot_regime("long_run", res, tmp_path / "l.png")
     assert (tmp_path / "l.png").stat().st_size > 0
     assert all(len(line) <= 120 for line in regimes.format_regimes({"long_run": res}).splitlines())
+
+
+def test_token_weight_and_length_push_by_hand():
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0.0]])
+    w = {m: regimes.token_weight(mask, m) for m in ("sequence_mean", "token_mean", "constant")}
+    torch.testing.assert_close(w["sequence_mean"], torch.tensor([1 / 8, 1 / 16, 1 / 4, 1 / 12]))  # 1/(B |o_i|)
+    torch.testing.assert_close(w["token_mean"], torch.full((4,), 1 / 10))  # 1 / sum |o|
+    torch.testing.assert_close(w["constant"], torch.full((4,), 1 / 16))  # 1 / (B T)
+
+    class Ro:  # what length_push reads of a rollout
+        pass
+
+    ro = Ro()
+    ro.mask = mask
+    r = torch.tensor([1.0, 0, 0, 0])  # groups of 2: (right, wrong), (wrong, wrong): the second ties
+    push = regimes.length_push(ro, r, 2, "sequence_mean")
+    a = 0.5 / (0.5 + 1e-6)  # |A| of both answers of the first group (1/G std 0.5); the tied group: 0
+    torch.testing.assert_close(push, torch.tensor([a / 8, a / 16, 0, 0]))
+
+
+def test_long_over_short_is_the_aggregations_own_weight():
+    # one group of 4 wrong answers (the same A) of lengths 2, 4, 3, 4, one of 2 right and 2 wrong
+    lengths = torch.tensor([2, 4, 3, 4, 2, 6, 5, 3])
+    push = 1.0 / lengths.float()  # sequence_mean with |A| = 1
+    wrong = torch.tensor([True, True, True, True, False, False, True, True])
+    # group 1: longest 4 over shortest 2 -> 1/2; group 2 (wrong: lengths 5, 3): 3/5; geometric mean
+    assert regimes.long_over_short(push, lengths, wrong, 4) == pytest.approx((0.5 * 0.6) ** 0.5)
+    assert regimes.long_over_short(torch.ones(8), lengths, wrong, 4) == pytest.approx(1.0)  # constant weight
+    tied = torch.zeros(8)  # every group tied: nothing pushed, nothing to compare
+    assert regimes.long_over_short(tied, lengths, wrong, 4) != regimes.long_over_short(tied, lengths, wrong, 4)  # nan
+
+
+def test_free_length_on_a_tiny_setup(tmp_path):
+    task, fit = regimes.free_length_setup(get_preset("cpu", prompts_per_step=8, group_size=8))
+    assert task.filler == 4 and fit.model.max_seq_len >= task.prompt_length + task.max_answer_length
+    torch.manual_seed(0)
+    own = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=fit.model.max_seq_len))
+    res = regimes.run_free_length(None, fit, seeds=(0,), steps=1, own_reference=own, progress=False)
+    check_claims(res)
+    assert set(res["gap"]) == {"sequence_mean", "constant"} and all(len(v) == 1 for v in res["gap"].values())
+    weights = res["by_length"]["token_mean"]
+    assert weights and all(v == pytest.approx(1.0) for v in weights.values())  # token_mean is the unit
+    seq = res["by_length"]["sequence_mean"]  # 1/|o| relative: falls with the length
+    assert all(seq[a] > seq[b] for a, b in zip(sorted(seq), sorted(seq)[1:]))
+    regimes.plot_regime("free_length", res, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
+    assert all(len(line) <= 120 for line in regimes.format_regimes({"free_length": res}).splitlines())

@@ -26,6 +26,18 @@ def test_sft_batch_targets_only_the_answer():
     assert targets[0, P - 1 : P + 2].tolist() == tok.encode("18", add_eos=True)
 
 
+def test_sft_batch_teaches_the_filler_of_a_free_length_task():
+    task = ArithmeticTask(filler=3)
+    problems = task.sample(16, 0)
+    ids, targets = sft_batch(task, problems)
+    tok, P = task.tokenizer, task.prompt_length
+    for i, p in enumerate(problems):
+        demo = tok.encode(task.demonstration(p), add_eos=True)
+        assert targets[i, P - 1 : P - 1 + len(demo)].tolist() == demo
+        assert (targets[i, P - 1 + len(demo) :] == -100).all()
+    assert len({len(task.demonstration(p)) - len(p.answer) for p in problems}) > 1  # lengths differ
+
+
 def test_reference_is_partly_right_and_cached(reference, task):
     acc = evaluate(reference, task)
     assert 0.5 <= acc <= 0.8  # stopped at >= 50% (checked every 5 steps): RL has something to improve

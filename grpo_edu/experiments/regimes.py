@@ -8,6 +8,7 @@ on with a task or reward knob, trains through the public API, and tests the clai
     reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
     difficulty    mixed operand lengths: a prompt has a value to learn, groups tie by difficulty
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
+    free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
 
 Every function returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the
 form `measure.format_claims` prints) and the numbers behind them.
@@ -16,6 +17,7 @@ form `measure.format_claims` prints) and the numbers behind them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
@@ -31,7 +33,7 @@ from ..reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_
 from ..rollout import generate, sample_batch, sequence_logprobs
 from ..train import train
 
-REGIMES = ("offset", "reward_model", "difficulty", "long_run")
+REGIMES = ("offset", "reward_model", "difficulty", "long_run", "free_length")
 
 
 def _claim(claim, measurement, verdict):  # the form measure.format_claims prints
@@ -392,9 +394,147 @@ def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28
     return {"steps": steps, "window": w, "curves": curves, "claims": claims}
 
 
+def free_length_setup(preset="cpu", filler: int = 4):
+    """``(task, preset)`` of the free-length regime: ``ArithmeticTask(filler=filler)`` (the
+    policy may write up to ``filler`` tokens ``=`` after its answer; only the answer is
+    checked) and the preset with a model context long enough for the longer completions.
+    ``reference_policy(preset, task=task)`` trains (once, then cached) its reference, by SFT on
+    demonstrations with 0 to ``filler`` fillers."""
+    preset = resolve_preset(preset)
+    task = _task(preset, filler=filler)
+    fit = task.prompt_length + task.max_answer_length
+    model = dataclasses.replace(preset.model, max_seq_len=max(preset.model.max_seq_len, fit))
+    return task, dataclasses.replace(preset, model=model)
+
+
+def length_push(rollout, rewards, group_size: int, mode: str) -> torch.Tensor:
+    """``[B]``: how hard one update pushes on each token of each completion, |A_i| * w_i, where
+    w_i = d aggregate_loss / d L_it is the weight the aggregation ``mode`` gives every token of
+    completion i (at the first inner step rho = 1, so the surrogate's gradient with respect to
+    log pi(a_it) is -A_i w_i). "sequence_mean": w_i = 1/(B |o_i|); "token_mean": 1/sum|o|;
+    "constant": 1/(B T)."""
+    return Fn.group_advantages(rewards, group_size)[0].abs() * token_weight(rollout.mask, mode)
+
+
+def token_weight(mask, mode: str) -> torch.Tensor:
+    """``[B]``: w_i = d aggregate_loss / d L_it, the weight ``mode`` gives each token of completion i."""
+    ones = torch.ones_like(mask, requires_grad=True)
+    Fn.aggregate_loss(ones, mask, mode).backward()
+    return ones.grad.amax(dim=1)  # the same for every token of a completion
+
+
+def long_over_short(push, lengths, chosen, group_size: int) -> float:
+    """Geometric mean over groups of push(longest chosen answer) / push(shortest chosen answer),
+    over the groups whose chosen answers (the right ones, or the wrong ones: the same A_i) differ
+    in length and are not tied (A_i = 0 pushes nothing).
+    Within a group every wrong answer has the same advantage, so this is the aggregation's own
+    weight: |o_short| / |o_long| for sequence_mean, 1 for token_mean and constant."""
+    logs = []
+    for p, n, c in zip(push.view(-1, group_size), lengths.view(-1, group_size), chosen.view(-1, group_size)):
+        if int(c.sum()) >= 2 and int(n[c].max()) > int(n[c].min()) and bool((p[c] > 0).all()):
+            long, short = p[c][n[c].argmax()], p[c][n[c].argmin()]
+            logs.append(float(torch.log(long / short)))
+    return float(np.exp(np.mean(logs))) if logs else float("nan")
+
+
+def _fillers(rollout, task) -> torch.Tensor:
+    return ((rollout.completion_ids == task.filler_id) & (rollout.mask > 0)).sum(1).float()
+
+
+def _within_group_corr(x: torch.Tensor, y: torch.Tensor, group_size: int) -> float:
+    """Pearson correlation of x and y after subtracting each group's mean (what a group baseline sees)."""
+    x, y = (v.double().view(-1, group_size) for v in (x, y))
+    x, y = x - x.mean(1, keepdim=True), y - y.mean(1, keepdim=True)
+    return float((x * y).sum() / ((x * x).sum() * (y * y).sum()).sqrt().clamp(min=1e-12))
+
+
+def _length_gap(policy, task, seed, device, G=8):
+    """(mean fillers of wrong answers - of right ones, within-group corr(reward, length)) on 128 x G samples."""
+    ro, scores, _ = sample_batch(policy, task, 128, G, *rngs(seed, device))
+    r, f = scores.sum(1), _fillers(ro, task)
+    gap = float(f[r == 0].mean() - f[r > 0].mean()) if bool((r > 0).any() and (r == 0).any()) else 0.0
+    return gap, _within_group_corr(r, ro.mask.sum(1), G), ro, r
+
+
+def run_free_length(reference, preset="cpu", seeds=(0, 1), steps=40, own_reference=None, progress=True) -> dict:
+    """Answers whose length is the policy's: ``ArithmeticTask(filler=4)`` from its own reference
+    (``own_reference``; default: `reference_policy` of that task, trained once and cached; the
+    default task's ``reference`` is not used: its context is too short).
+
+    MEASURED per seed, on 128 prompts x 8 samples: the push per token of one update (`length_push`)
+    on the longest wrong answer of a group over its shortest (`long_over_short`), and the same on
+    right answers, for each aggregation; then GRPO for ``steps`` steps with loss_type="sequence_mean"
+    (GRPO's 1/|o_i|) and "constant" (Dr. GRPO): mean fillers of wrong answers minus right ones,
+    and the within-group correlation of reward and length, before and after."""
+    from ..reference import reference_policy
+
+    task, fit = free_length_setup(preset)
+    ref = own_reference or reference_policy(fit, task=task, progress=progress)
+    modes, G = ("sequence_mean", "token_mean", "constant"), 8
+    runs = {"sequence_mean": "GRPO (sequence_mean)", "constant": "Dr. GRPO (constant)"}
+    res = {"push": {m: {"wrong": [], "right": []} for m in modes}, "by_length": {m: {} for m in modes},
+           "gap": {k: [] for k in runs}, "corr": {k: [] for k in runs}, "start_gap": [], "start_corr": [],
+           "steps": steps}  # fmt: skip
+    bar = _bar(len(seeds) * (1 + len(runs)), "free length", progress)
+    for seed in seeds:
+        gap, corr, ro, r = _length_gap(ref, task, seed + 11, fit.device, G)
+        res["start_gap"].append(gap)
+        res["start_corr"].append(corr)
+        L = ro.mask.sum(1)
+        for m in modes:
+            push = length_push(ro, r, G, m)
+            for part, sel in (("wrong", r == 0), ("right", r > 0)):
+                res["push"][m][part].append(long_over_short(push, L, sel, G))
+            if seed == seeds[0]:  # the weight per token by length, relative to token_mean's (the figure)
+                w = token_weight(ro.mask, m) * L.sum()
+                res["by_length"][m] = {int(n): float(w[L == n].mean()) for n in L.unique()}
+        bar.update(1)
+        for mode, name in runs.items():
+            algo = make_algorithm("grpo", loss_type=mode)
+            train(algo, task, ref, preset=fit, steps=steps, seed=seed, progress=False, name=name)
+            gap, corr, _, _ = _length_gap(algo.policy, task, seed + 11, fit.device, G)
+            res["gap"][mode].append(gap)
+            res["corr"][mode].append(corr)
+            bar.update(1)
+    bar.close()
+    push, seq, const = res["push"], res["gap"]["sequence_mean"], res["gap"]["constant"]
+    ratios = ", ".join(f"{m} {spread(push[m]['wrong'], '.2f')}" for m in modes)
+    weight_only = all(abs(x - 1) < 1e-4 for m in modes[1:] for x in push[m]["wrong"])
+    claims = [
+        _claim(
+            "GRPO's 1/|o_i| (sequence_mean) pushes a long wrong answer down less per token than a short one (Dr. GRPO)",
+            f"push per token |A| w on a group's longest wrong answer over its shortest: {ratios} (holds: "
+            "sequence_mean below 0.8, the others 1)",
+            "holds" if max(push["sequence_mean"]["wrong"]) < 0.8 and weight_only else "fails here",
+        ),
+        _claim(
+            "... and a long right answer up less per token than a short one",
+            f"the same on right answers: sequence_mean {spread(push['sequence_mean']['right'], '.2f')}, "
+            f"constant {spread(push['constant']['right'], '.2f')}",
+            "holds" if max(push["sequence_mean"]["right"]) < 0.8 else "fails here",
+        ),
+        _claim(
+            "so over training GRPO's wrong answers grow longer than its right ones, Dr. GRPO's do not",
+            f"fillers of wrong answers minus right ones after {steps} steps: sequence_mean {spread(seq, '+.3f')}, "
+            f"constant {spread(const, '+.3f')} (reference {spread(res['start_gap'], '+.3f')}; holds when "
+            "sequence_mean's is higher by 0.1 on every seed)",
+            _paired(seq, [c + 0.1 for c in const]),
+        ),
+        _claim(
+            "the length the policy writes depends on whether it is right (what the bias needs to select on)",
+            f"within-group correlation of reward and length: reference {spread(res['start_corr'], '+.3f')}, "
+            f"after sequence_mean {spread(res['corr']['sequence_mean'], '+.3f')} (holds above 0.1 in size)",
+            "holds" if min(abs(c) for c in res["start_corr"] + res["corr"]["sequence_mean"]) > 0.1 else "fails here",
+        ),
+    ]
+    res["claims"] = claims
+    return res
+
+
 def plot_regime(name: str, res: dict, path) -> None:
     """One figure per regime: final accuracy per run (offset), gold accuracy vs KL
-    (reward_model), tied groups by difficulty (difficulty)."""
+    (reward_model), tied groups by difficulty (difficulty), entropy over steps (long_run),
+    the push per token of wrong answers by length (free_length)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 4))
@@ -414,6 +554,13 @@ def plot_regime(name: str, res: dict, path) -> None:
         ax.set_xlabel("KL(pi || pi_ref) per completion (nats)")
         ax.set_ylabel("gold (exact) held-out accuracy")
         ax.set_title("RL against a learned reward: gold accuracy as the policy drifts")
+        ax.legend()
+    elif name == "free_length":
+        for m, by in res["by_length"].items():
+            ax.plot(list(by), list(by.values()), "o-", label=m)
+        ax.set_xlabel("completion length |o| (tokens, <eos> included)")
+        ax.set_ylabel("weight per token, relative to token_mean's")
+        ax.set_title("the weight each aggregation gives each token of a completion")
         ax.legend()
     elif name == "long_run":
         for i, (k, runs) in enumerate(res["curves"].items()):
@@ -437,7 +584,7 @@ def plot_regime(name: str, res: dict, path) -> None:
 
 
 RUNNERS = {"offset": run_offset, "reward_model": run_reward_model, "difficulty": run_difficulty,
-           "long_run": run_long_run}  # fmt: skip
+           "long_run": run_long_run, "free_length": run_free_length}  # fmt: skip
 
 
 def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, reference=None) -> dict:
@@ -483,4 +630,5 @@ DESCRIPTIONS = {
     "reward_model": "GRPO against sigmoid(r_phi), a small learned reward model; gold = the exact checker",
     "difficulty": "operands of 1 or 2 digits (ArithmeticTask(mixed_digits=(1, 2))) vs uniform 2-digit, at the reference",
     "long_run": "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy",
+    "free_length": "ArithmeticTask(filler=4): up to 4 '=' after the answer, only the answer checked; own reference",
 }
