@@ -483,3 +483,23 @@ def test_filler_demonstrations_vary_in_length_and_are_right():
 def test_bad_filler_names_the_field(bad):
     with pytest.raises(ValueError, match="filler"):
         ArithmeticTask(filler=bad)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    a=st.integers(0, 99),
+    b=st.integers(0, 99),
+    text=st.text("0123456789", max_size=4),
+    where=st.lists(st.integers(0, 4), max_size=4),
+)
+def test_fillers_never_change_the_reward(a, b, text, where):
+    task = ArithmeticTask(filler=4)
+    p = task.make_problem(a, b)
+    padded = text
+    for k in where:  # '=' inserted anywhere, up to the filler budget
+        padded = padded[: min(k, len(padded))] + "=" + padded[min(k, len(padded)) :]
+    for completion in (text, padded, p.answer, p.answer + "=" * len(where)):
+        clean = completion.replace("=", "")
+        assert task.outcome_reward(p, completion) == (clean == p.answer)
+        ids, mask = task.tokenizer.batch_encode([completion], add_eos=True, padding_side="right")
+        assert task.rewards_from_ids([p], ids).item() == (clean == p.answer)
