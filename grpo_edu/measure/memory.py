@@ -164,8 +164,8 @@ def step_memory(
     two algorithms differ only by their state. After one warm-up step (Adam m, v exist):
 
     MEASURED: "measured_peak_step" (update() only) and "measured_peak_with_rollout" (None
-    without ``include_rollout``) = "persistent" (live weights, grads, Adam states, counted)
-    + ``peak_memory``; breakdown["activations"]: saved_tensors_hooks bytes of the larger of
+    without ``include_rollout``) = "persistent" (live weights, grads, Adam states, counted) plus
+    ``peak_memory``; breakdown["activations"]: saved_tensors_hooks bytes of the larger of
     the policy's and the critic's loss graph of one minibatch (never alive together).
     COMPUTED, P parameters of 4 bytes: params = grads = 4P, optimizer_state = 8P (Adam m + v),
     reference 4P, critic alike; "analytic_total" their sum (backward frees activations as it
