@@ -95,6 +95,11 @@ class ArithmeticTask:
             target, appends between 0 and ``filler`` of them (how many: a hash of the
             problem). Only the final answer is rewarded, so the length of what the policy
             writes is free: the regime where the aggregation modes' length biases exist.
+        filler_budget: None (the default: ``filler``) or how many filler tokens the
+            completion budget leaves room for, 0..``filler``. Below ``filler`` the longest
+            demonstrations do not fit: a completion that runs past ``max_answer_length``
+            without ``<eos>`` is truncated and scores as wrong (TRL's
+            ``max_completion_length``), so long answers are more often wrong.
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class ArithmeticTask:
         heldout_per_mille: int = 100,
         reward_values: tuple[float, float] = (0.0, 1.0),
         filler: int = 0,
+        filler_budget: int | None = None,
     ):
         self.digits = _check_int("digits", digits, 1, MAX_DIGITS)
         self.ops: tuple[str, ...] = tuple(ops) if isinstance(ops, (str, list, tuple)) else ()
@@ -139,13 +145,14 @@ class ArithmeticTask:
             )
         self.reward_values = (float(reward_values[0]), float(reward_values[1]))
         self.filler = _check_int("filler", filler, 0, 16)
+        budget = self.filler if filler_budget is None else _check_int("filler_budget", filler_budget, 0, self.filler)
 
         self.tokenizer = CharTokenizer()
         self.max_digits = mixed_digits[1] if mixed_digits else self.digits
         self.prompt_length = 1 + 2 * self.max_digits + 2  # <bos> a op b =
         d = self.max_digits
         answer_digits = {"+": d + 1, "-": d, "*": 2 * d}
-        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1 + self.filler  # + <eos>
+        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1 + budget  # + <eos>
         self.filler_id = self.tokenizer.stoi[FILLER]
         self.config = {
             "digits": self.digits,
@@ -158,6 +165,8 @@ class ArithmeticTask:
         }
         if self.filler:  # only when set, so the default task's config (and cache key) is unchanged
             self.config["filler"] = self.filler
+        if budget != self.filler:
+            self.config["filler_budget"] = budget
         self._eval: list[Problem] | None = None
 
     def __repr__(self) -> str:

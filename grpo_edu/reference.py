@@ -41,8 +41,9 @@ def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> 
     """Everything that determines the reference weights (the cache key)."""
     return {
         "format": FORMAT_VERSION,
-        # the training reward does not change SFT: tasks that differ only in it share pi_ref
-        "task": {k: v for k, v in task.config.items() if k != "reward_values"},
+        # neither the training reward nor the completion budget changes SFT: tasks that differ
+        # only in them share pi_ref
+        "task": {k: v for k, v in task.config.items() if k not in ("reward_values", "filler_budget")},
         "model": model_config.to_dict(),
         "sft": asdict(sft_config),
     }

@@ -483,6 +483,22 @@ def test_filler_demonstrations_vary_in_length_and_are_right():
 def test_bad_filler_names_the_field(bad):
     with pytest.raises(ValueError, match="filler"):
         ArithmeticTask(filler=bad)
+    with pytest.raises(ValueError, match="filler_budget"):
+        ArithmeticTask(filler=3, filler_budget=bad if bad != 1.5 else 4)
+
+
+def test_filler_budget_truncates_long_answers_and_keeps_the_reference():
+    from grpo_edu.model import ModelConfig
+    from grpo_edu.reference import reference_config
+    from grpo_edu.sft import SFTConfig
+
+    free, tight = ArithmeticTask(filler=4), ArithmeticTask(filler=4, filler_budget=1)
+    assert tight.max_answer_length == free.max_answer_length - 3 and tight.config["filler_budget"] == 1
+    assert "filler_budget" not in free.config and ArithmeticTask(filler=4, filler_budget=4).config == free.config
+    p = tight.make_problem(23, 58)
+    assert [tight.demonstration(q) for q in (p,)] == [free.demonstration(p)]  # the same SFT targets ...
+    cfg = ModelConfig()
+    assert reference_config(tight, cfg, SFTConfig()) == reference_config(free, cfg, SFTConfig())  # ... one pi_ref
 
 
 @settings(max_examples=50, deadline=None)

@@ -162,6 +162,12 @@ def test_free_length_on_a_tiny_setup(tmp_path):
     res = regimes.run_free_length(None, fit, seeds=(0,), steps=1, own_reference=own, progress=False)
     check_claims(res)
     assert set(res["gap"]) == {"sequence_mean", "constant"} and all(len(v) == 1 for v in res["gap"].values())
+    b = res["budget"]  # the same two runs with room for one filler only
+    assert b["filler_budget"] == 1 and all(len(v) == 1 for v in b["truncated"].values())
+    assert all(0 <= v[0] <= 1 for v in b["accuracy"].values()) and 0 <= b["start_truncated"][0] <= 1
+    assert len(res["claims"]) == 7
+    assert len(regimes.run_free_length(None, fit, seeds=(0,), steps=1, own_reference=own, budget=None,
+                                       progress=False)["claims"]) == 5  # fmt: skip
     weights = res["by_length"]["token_mean"]
     assert weights and all(v == pytest.approx(1.0) for v in weights.values())  # token_mean is the unit
     seq = res["by_length"]["sequence_mean"]  # 1/|o| relative: falls with the length
