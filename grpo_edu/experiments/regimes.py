@@ -586,7 +586,7 @@ def run_free_length(
 def plot_regime(name: str, res: dict, path) -> None:
     """One figure per regime: final accuracy per run (offset), gold accuracy vs KL
     (reward_model), tied groups by difficulty (difficulty), entropy over steps (long_run),
-    the push per token of wrong answers by length (free_length)."""
+    each aggregation's weight per token by completion length, relative to token_mean's (free_length)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 4))
