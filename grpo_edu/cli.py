@@ -13,6 +13,7 @@ import json
 import sys
 
 ALGOS = ("reinforce", "baseline", "ppo", "grpo")
+COMPARE_SECONDS = 30.0  # compare --budget seconds without --seconds
 
 
 def _int(lo: int):
@@ -39,13 +40,22 @@ def _positive_float(text):
 
 
 def _list(kind):
+    """Comma-separated values, each parsed by ``kind``: an empty item ("1e-4,,3e-4", a trailing
+    comma) or a repeated one is an error, not skipped or run twice."""
+
     def parse(text):
+        items = [x.strip() for x in text.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError("expected at least one value")
+        if "" in items:
+            raise argparse.ArgumentTypeError(f"empty item in {text!r} (item {items.index('') + 1})")
         try:
-            values = [kind(x) for x in text.split(",") if x.strip()]
+            values = [kind(x) for x in items]
         except (ValueError, argparse.ArgumentTypeError) as exc:
             raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r} ({exc})") from None
-        if not values:
-            raise argparse.ArgumentTypeError("expected at least one value")
+        repeated = [x for i, (x, v) in enumerate(zip(items, values)) if v in values[:i]]
+        if repeated:
+            raise argparse.ArgumentTypeError(f"repeated item {repeated[0]!r} in {text!r}")
         return values
 
     return parse
@@ -85,7 +95,13 @@ def _parser() -> argparse.ArgumentParser:
 
     def verb(name, text, description=None):
         p = sub.add_parser(name, help=text, description=description or text, formatter_class=_VerbHelp)
-        p.add_argument("--preset", default="auto", metavar="NAME", help="cpu, gpu or auto (gpu with CUDA, else cpu)")
+        p.add_argument(
+            "--preset",
+            default="auto",
+            choices=("cpu", "gpu", "auto"),  # presets.PRESETS + "auto", checked by the verb's own parser
+            metavar="NAME",
+            help="cpu, gpu or auto (gpu with CUDA, else cpu)",
+        )
         p.add_argument("--seed", type=_int(0), default=0, metavar="N", help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         return p
@@ -106,10 +122,18 @@ def _parser() -> argparse.ArgumentParser:
         help="same number of sampled completions, or same training wall time",
     )
     c.add_argument(
-        "--steps", type=_int(1), default=None, metavar="N", help="steps of the samples budget (default: the preset's)"
+        "--steps",
+        type=_int(1),
+        default=None,
+        metavar="N",
+        help="steps of the samples budget (default: the preset's)",
     )
     c.add_argument(
-        "--seconds", type=_positive_float, default=30.0, metavar="S", help="seconds per algorithm with --budget seconds"
+        "--seconds",
+        type=_positive_float,
+        default=None,
+        metavar="S",
+        help=f"seconds per algorithm with --budget seconds (default: {COMPARE_SECONDS:g})",
     )
     c.add_argument(
         "--variance-batches", type=_int(2), default=8, metavar="K", help="K batches for the gradient variance"
@@ -229,20 +253,24 @@ def _dump(res, path):
 def _compare(args, preset, progress):
     import torch
 
-    from .experiments import write_report
-    from .measure import format_table, run_comparison
+    from .experiments import format_memory_sweep, write_report
+    from .measure import format_table, memory_sweep, run_comparison
 
     res = run_comparison(
         preset,
         seeds=args.seeds,
         budget=args.budget,
         steps=args.steps,
-        seconds=args.seconds if args.budget == "seconds" else None,
+        seconds=(args.seconds or COMPARE_SECONDS) if args.budget == "seconds" else None,
         variance_batches=args.variance_batches,
         progress=progress,
     )
+    if args.memory_sweep:
+        res["memory_sweep"] = memory_sweep(preset=preset, seed=preset.seed, progress=progress)
     paths = write_report(res, args.out)
     print(format_table(res))
+    if args.memory_sweep:
+        print(format_memory_sweep(res["memory_sweep"]))
     print(f"total {res['total_seconds']:.0f} s on {preset.device} ({torch.get_num_threads()} thread(s))")
     print("wrote " + ", ".join(sorted(paths.values())))
 
@@ -273,12 +301,12 @@ def _bench(args, preset, progress):
     res = run_bench(preset, seed=preset.seed, progress=progress)
     print(format_bench(res))
     if args.memory_sweep:
-        res["memory_sweep"] = memory_sweep(preset=preset, progress=progress)
+        res["memory_sweep"] = memory_sweep(preset=preset, seed=preset.seed, progress=progress)
         print(format_memory_sweep(res["memory_sweep"]))
     if args.trl:
         from . import hf
 
-        res["trl"] = hf.bench_trl(preset=preset)
+        res["trl"] = hf.bench_trl(preset=preset, seed=preset.seed)
         print(hf.format_bench_trl(res["trl"]))
     _dump(res, args.json)
 
@@ -354,6 +382,27 @@ def _fail(args, message: str, code: int = 2):
     raise SystemExit(code)
 
 
+# Flags that act only with another flag's value: (verb, flag, the value it needs, what to write instead).
+_ONLY_WITH = (
+    ("compare", "seconds", ("budget", "seconds"), "add --budget seconds, or drop --seconds"),
+    ("compare", "steps", ("budget", "samples"), "drop --steps (a seconds budget trains each algorithm --seconds)"),
+)
+
+
+def _check_flags(args) -> None:
+    """A flag that would have no effect in this combination is refused, before any work (not ignored);
+    and the [trl] extra, for the verbs that need it, is checked before they start."""
+    for cmd, flag, (other, value), fix in _ONLY_WITH:
+        if args.cmd == cmd and getattr(args, flag) is not None and getattr(args, other) != value:
+            _fail(args, f"--{flag} acts only with --{other} {value} (got --{other} {getattr(args, other)}): {fix}")
+    if args.cmd == "trl-launch" or (args.cmd == "bench" and args.trl):
+        from .hf._common import missing_extra
+
+        reason = missing_extra()
+        if reason:
+            _fail(args, f"--trl {reason} (or drop --trl)" if args.cmd == "bench" else f"this verb {reason}")
+
+
 def _check_outputs(args) -> None:
     """Every place a verb writes to (--out, --json) can be written, checked before any training."""
     from .checkpoint import NotWritableError, ensure_writable
@@ -370,6 +419,7 @@ def _check_outputs(args) -> None:
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _check_flags(args)
     if args.cmd == "check-notebooks":
         _check_outputs(args)
         return _check_notebooks(args)
@@ -379,6 +429,7 @@ def main(argv=None) -> int:
 
     from .checkpoint import NotWritableError
     from .presets import get_preset, setup_torch
+    from .reference import CacheEnvError
 
     if args.preset == "gpu" and not torch.cuda.is_available():
         _fail(
@@ -388,14 +439,14 @@ def main(argv=None) -> int:
         )
     try:
         preset = get_preset(args.preset)
-    except ValueError as exc:
-        parser.error(str(exc))
+    except ValueError as exc:  # an environment variable it reads ($GRPO_EDU_SEED_SHIFT)
+        _fail(args, str(exc))
     preset = replace(preset, seed=preset.seed + args.seed, sft=replace(preset.sft, seed=preset.sft.seed + args.seed))
     setup_torch(preset, preset.seed)
     _check_outputs(args)
     try:
         VERBS[args.cmd](args, preset, not args.quiet)
-    except NotWritableError as exc:  # the reference cache ($GRPO_EDU_CACHE), checked before its training
+    except (NotWritableError, CacheEnvError) as exc:  # the reference cache ($GRPO_EDU_CACHE), before its training
         _fail(args, str(exc))
     return 0
 

@@ -33,8 +33,22 @@ FORMAT_VERSION = 2
 CACHE_ENV = "GRPO_EDU_CACHE"  # where reference policies are cached (default ~/.cache/grpo-edu)
 
 
+class CacheEnvError(ValueError):
+    """$GRPO_EDU_CACHE is set, but to nothing: not silently the default folder."""
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "grpo-edu")
+    """$GRPO_EDU_CACHE, or ``~/.cache/grpo-edu`` when it is unset; set but empty (``GRPO_EDU_CACHE=``,
+    which might mean "no cache" as well as "the default") is a `CacheEnvError`."""
+    raw = os.environ.get(CACHE_ENV)
+    if raw is None:
+        return Path.home() / ".cache" / "grpo-edu"
+    if not raw.strip():
+        raise CacheEnvError(
+            f"${CACHE_ENV} is set but empty ({raw!r}): unset it for the default cache (~/.cache/grpo-edu), "
+            "or set it to a folder"
+        )
+    return Path(raw)
 
 
 def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:

@@ -132,7 +132,7 @@ def test_best_learning_rate_picks_the_mean_best():
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["compare", "--preset", "tpu"], "unknown preset"),
+        (["compare", "--preset", "tpu"], "--preset: invalid choice: 'tpu'"),
         (["sweep", "--lrs", "fast"], "--lrs: expected comma-separated"),
         (["compare", "--seed", "-1"], "--seed: must be >= 0, got -1"),
         (["compare", "--seeds", "0"], "--seeds: must be >= 1"),
@@ -344,3 +344,152 @@ def test_readme_command_table_shows_the_real_defaults():
             assert _parser().parse_args([verb, flag, value]) == _parser().parse_args([verb]), (verb, flag, value)
             checked += 1
     assert checked >= 8  # compare --seeds, train --algo, sweep x3, variance, ablate x2, ...
+
+
+def _no_work(monkeypatch):
+    """Any training or benchmark that starts fails the test: what is checked must be checked before."""
+    import grpo_edu.experiments as experiments
+    import grpo_edu.measure as measure
+    import grpo_edu.reference as ref
+
+    for module, name in ((ref, "train_sft"), (ref, "reference_policy"), (experiments, "run_bench"),
+                         (measure, "run_comparison"), (experiments, "run_sweep"), (experiments, "run_ablation")):  # fmt: skip
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **k: pytest.fail(f"{_n} ran before the check"))
+
+
+def _one_line_error(argv, capsys, code=2) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == code
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize(
+    "argv, start",
+    [
+        (["bench", "--trl"], "grpo-edu bench: error: --trl needs the optional package 'trl'"),
+        (["trl-launch"], "grpo-edu trl-launch: error: this verb needs the optional package 'trl'"),
+    ],
+)
+def test_missing_trl_extra_is_one_line_before_any_work(argv, start, capsys, monkeypatch):
+    import sys
+
+    for module in ("trl", "transformers"):
+        monkeypatch.setitem(sys.modules, module, None)  # `import trl` raises ImportError, as if not installed
+    _no_work(monkeypatch)
+    err = _one_line_error(argv + ["--preset", "cpu", "--quiet"], capsys)
+    assert err.startswith(start) and err.endswith('install it with pip install -e ".[trl]"' + (
+        " (or drop --trl)\n" if argv[0] == "bench" else "\n"))  # fmt: skip
+
+
+def test_missing_extra_names_the_first_missing_package_and_the_library_fails_first(monkeypatch):
+    import sys
+
+    from grpo_edu import hf
+    from grpo_edu.hf import launch
+
+    assert hf.missing_extra() is None  # the test environment has the extra
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    assert hf.missing_extra().startswith("needs the optional package 'datasets' (the [trl] extra)")
+    _no_work(monkeypatch)
+    for call in (lambda: launch.launch(nproc=1, steps=1), lambda: hf.bench_trl()):
+        with pytest.raises(hf.MissingExtraError, match=r"^grpo_edu.hf needs the optional package 'datasets'") as exc:
+            call()
+        assert exc.value.__cause__ is None  # one message, nothing chained
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "--seconds", "5"], "--seconds acts only with --budget seconds (got --budget samples): add "
+         "--budget seconds, or drop --seconds"),
+        (["compare", "--budget", "samples", "--seconds", "5"], "--seconds acts only with --budget seconds"),
+        (["compare", "--budget", "seconds", "--steps", "3"], "--steps acts only with --budget samples (got --budget "
+         "seconds): drop --steps"),
+    ],
+)  # fmt: skip
+def test_a_flag_without_effect_is_refused_before_any_work(argv, message, capsys, monkeypatch):
+    _no_work(monkeypatch)
+    err = _one_line_error(argv + ["--quiet"], capsys)
+    assert err.startswith(f"grpo-edu {argv[0]}: error: {message}")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["sweep", "--lrs", "1e-4,,3e-4"], "argument --lrs: empty item in '1e-4,,3e-4' (item 2)"),
+        (["sweep", "--lrs", "1e-4,3e-4,"], "argument --lrs: empty item in '1e-4,3e-4,' (item 3)"),
+        (["sweep", "--lrs", "1e-4,0.0001"], "argument --lrs: repeated item '0.0001' in '1e-4,0.0001'"),
+        (["sweep", "--seeds", "0,1,0"], "argument --seeds: repeated item '0' in '0,1,0'"),
+        (["regimes", "--only", "offset,offset"], "argument --only: repeated item 'offset' in 'offset,offset'"),
+        (["ablate", "--rows", ","], "argument --rows: expected at least one value"),
+    ],
+)
+def test_list_flags_refuse_empty_and_repeated_items(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"grpo-edu {argv[0]}: error: {message}\n"), err
+
+
+def test_a_bad_preset_shows_the_verbs_usage(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--preset", "cuda"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: grpo-edu compare ") and "--budget" in err  # the verb's usage, not the top level's
+    assert err.endswith("grpo-edu compare: error: argument --preset: invalid choice: 'cuda' (choose from 'cpu', "
+                        "'gpu', 'auto')\n")  # fmt: skip
+
+
+def test_empty_cache_variable_is_a_one_line_error(capsys, monkeypatch, tmp_path):
+    from grpo_edu.reference import CacheEnvError, cache_dir
+
+    monkeypatch.delenv("GRPO_EDU_CACHE", raising=False)
+    assert cache_dir().parts[-2:] == (".cache", "grpo-edu")  # unset: the default
+    monkeypatch.setenv("GRPO_EDU_CACHE", str(tmp_path))
+    assert cache_dir() == tmp_path
+    for empty in ("", " "):
+        monkeypatch.setenv("GRPO_EDU_CACHE", empty)
+        with pytest.raises(CacheEnvError, match=r"^\$GRPO_EDU_CACHE is set but empty"):
+            cache_dir()
+    import grpo_edu.reference as ref
+
+    monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
+    err = _one_line_error(["reference", "--preset", "cpu", "--quiet"], capsys)
+    assert err == (
+        "grpo-edu reference: error: $GRPO_EDU_CACHE is set but empty (' '): unset it for the default cache "
+        "(~/.cache/grpo-edu), or set it to a folder\n"
+    )
+
+
+def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
+    """compare --memory-sweep adds the sweep to the report (it was once parsed and dropped); bench
+    hands --seed to the TRL bench and the sweep."""
+    import grpo_edu.experiments as experiments
+    import grpo_edu.hf as hf
+    import grpo_edu.measure as measure
+
+    seen = {}
+
+    def sweep(preset, seed, progress):
+        seen["sweep_seed"] = seed
+        return [{"params": 1}]
+
+    monkeypatch.setattr(measure, "run_comparison", lambda preset, **k: {"total_seconds": 1.0})
+    monkeypatch.setattr(measure, "format_table", lambda res: "TABLE")
+    monkeypatch.setattr(measure, "memory_sweep", sweep)
+    monkeypatch.setattr(experiments, "format_memory_sweep", lambda rows: f"SWEEP {rows}")
+    monkeypatch.setattr(experiments, "write_report", lambda res, out: seen.update(report=res) or {"x": "x.png"})
+    assert main(["compare", "--preset", "cpu", "--memory-sweep", "--seed", "3", "--quiet"]) == 0
+    assert seen == {"sweep_seed": 3, "report": {"total_seconds": 1.0, "memory_sweep": [{"params": 1}]}}
+    assert "SWEEP [{'params': 1}]" in capsys.readouterr().out
+    monkeypatch.setattr(experiments, "run_bench", lambda preset, seed, progress: {"seed": seed})
+    monkeypatch.setattr(experiments, "format_bench", lambda res: "BENCH")
+    monkeypatch.setattr(hf, "bench_trl", lambda preset, seed: seen.update(trl_seed=seed) or {})
+    monkeypatch.setattr(hf, "format_bench_trl", lambda res: "TRL")
+    assert main(["bench", "--preset", "cpu", "--trl", "--memory-sweep", "--seed", "2", "--quiet"]) == 0
+    assert seen["trl_seed"] == seen["sweep_seed"] == 2

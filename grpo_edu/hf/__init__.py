@@ -26,7 +26,7 @@ The package, one concern per module: `export` (the model and tokenizer), `data` 
 and reward), `knobs` (the config map), `trainer` (GRPOTrainer runs), `bench` (speed).
 """
 
-from ._common import INSTALL, quiet
+from ._common import INSTALL, MissingExtraError, missing_extra, quiet, require_extra
 from .bench import bench_trl, format_bench_trl
 from .data import reward_fn, task_dataset
 from .export import from_hf, hf_tokenizer, to_hf
@@ -34,9 +34,9 @@ from .knobs import KNOB_MAP, NO_COUNTERPART, NoCounterpart, format_knob_map, trl
 from .trainer import make_trainer, train_trl
 
 __all__ = [
-    "INSTALL", "KNOB_MAP", "NO_COUNTERPART", "NoCounterpart", "bench_trl", "format_bench_trl", "format_knob_map",
-    "from_hf", "hf_tokenizer", "make_trainer", "quiet", "reward_fn", "task_dataset", "to_hf", "train_trl",
-    "trl_config",
+    "INSTALL", "KNOB_MAP", "MissingExtraError", "NO_COUNTERPART", "NoCounterpart", "bench_trl", "format_bench_trl",
+    "format_knob_map", "from_hf", "hf_tokenizer", "make_trainer", "missing_extra", "quiet", "require_extra",
+    "reward_fn", "task_dataset", "to_hf", "train_trl", "trl_config",
 ]  # fmt: skip
 
 

@@ -7,6 +7,37 @@ import os
 INSTALL = 'pip install -e ".[trl]"'
 
 
+EXTRA = ("trl", "transformers", "datasets", "accelerate", "tokenizers")  # the [trl] extra (pyproject.toml)
+
+
+class MissingExtraError(ImportError):
+    """A package of the ``[trl]`` extra is not installed (the message says how to install it)."""
+
+
+def missing_extra() -> str | None:
+    """Why the ``[trl]`` extra is unusable, as the end of a sentence ("needs the optional package
+    'trl' ...": the first package of it that cannot be found), or None when all are there. It looks
+    the packages up without importing them: no work."""
+    import importlib.util
+
+    for module in EXTRA:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a module stubbed out in sys.modules, or a broken one
+            found = False
+        if not found:
+            return f"needs the optional package {module!r} (the [trl] extra): install it with {INSTALL}"
+    return None
+
+
+def require_extra() -> None:
+    """Raise `MissingExtraError` (one line, nothing chained) unless the whole ``[trl]`` extra is installed:
+    called first by what needs it (`grpo-edu bench --trl`, `grpo-edu trl-launch`), before any work."""
+    reason = missing_extra()
+    if reason:
+        raise MissingExtraError(f"grpo_edu.hf {reason}")
+
+
 def _require(module: str):
     """Import an optional dependency or raise an ImportError that says how to install it."""
     import importlib

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from ._common import _require, quiet
+from ._common import _require, quiet, require_extra
 from .trainer import make_trainer
 
 
@@ -140,6 +140,7 @@ def bench_trl(
     to text, padding and metrics) and ``update`` (the rest: forward/backward/optimizer
     steps and the trainer's bookkeeping).
     """
+    require_extra()  # before the reference and the first cycle
     from ..algorithms import GRPOConfig
     from ..presets import make_task, resolve_preset
     from ..reference import reference_policy

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import torch
 
-from ._common import _require, quiet
+from ._common import _require, quiet, require_extra
 from .rank_parity import LOSS_TYPES
 from .trainer import rank_trainer
 
@@ -107,6 +107,7 @@ def launch(
     RuntimeError with the workers' output if they fail. ``progress``: the workers' output (a
     progress bar on rank 0) goes to this terminal instead of being captured."""
     _check_positive(nproc=nproc, steps=steps, sequences_per_step=sequences_per_step)
+    require_extra()  # before the reference's SFT and the export
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {sorted(LAUNCHERS)}, got {launcher!r}")
     unknown = set(parity) - set(LOSS_TYPES)
