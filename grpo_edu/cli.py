@@ -203,12 +203,14 @@ def _parser() -> argparse.ArgumentParser:
         "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
         "clip-higher, a free answer length), with verdicts and a figure each",
     )
+    from .experiments.regimes import REGIMES
+
     g.add_argument(
         "--only",
         type=_list(str),
-        default="offset,reward_model,difficulty,long_run,free_length",
+        default=",".join(REGIMES),
         metavar="NAMES",
-        help="comma-separated regimes (offset, reward_model, difficulty, long_run, free_length)",
+        help=f"comma-separated regimes ({', '.join(REGIMES)})",
     )
     g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
     g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")
@@ -352,15 +354,15 @@ def _trl_launch(args, preset, progress):
 
 
 def _regimes(args, preset, progress):
-    from .experiments.regimes import REGIMES, format_regimes, run_regimes
+    from .experiments.regimes import check_names, format_regimes, run_regimes
 
-    unknown = [r for r in args.only if r not in REGIMES]
-    if unknown:
-        sys.stderr.write(f"grpo-edu regimes: error: unknown regimes {unknown}; choose from {list(REGIMES)}\n")
-        raise SystemExit(2)
-    res = run_regimes(preset, only=args.only, seeds=args.seeds, out=args.out, progress=progress)
-    print(format_regimes(res))
-    print(f"wrote the figures to {args.out}")
+    try:
+        only = check_names(args.only)
+    except ValueError as exc:
+        sys.stderr.write(f"grpo-edu regimes: error: {exc}\n")
+        raise SystemExit(2) from None
+    res = run_regimes(preset, only=only, seeds=args.seeds, out=args.out, progress=progress)
+    print(format_regimes(res, seconds=True))
 
 
 VERBS = {

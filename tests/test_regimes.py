@@ -23,13 +23,6 @@ def check_claims(res):
         assert set(c) == {"claim", "measurement", "verdict"} and c["verdict"] in VERDICTS
 
 
-def test_above_by_hand():
-    assert regimes._above([0.5, 0.6], [0.1, 0.2]) == "holds"
-    assert regimes._above([0.1, 0.2], [0.5, 0.6]) == "fails here"
-    assert regimes._above([0.1, 0.6], [0.5, 0.6]) == "depends"
-    assert regimes._above([0.5, 0.6], [0.45], margin=0.1) == "depends"
-
-
 def test_affine_gap_by_hand():
     r = torch.tensor([0.0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1])  # a group with p = 1/4, a tied group
     assert regimes.affine_gap(r, 5.0, 1.0) < 1e-6  # an offset: the same advantages
@@ -80,12 +73,43 @@ def test_difficulty_on_a_tiny_setup(tiny, tmp_path):
     )
     regimes.plot_regime("difficulty", res, tmp_path / "d.png")
     text = regimes.format_regimes({"difficulty": res})
-    assert text.startswith("regime difficulty:") and "[" in text
+    assert "regime difficulty (" in text and "[" in text
 
 
 def test_run_regimes_rejects_unknown_names(tiny):
     with pytest.raises(ValueError, match="unknown regimes"):
         regimes.run_regimes(tiny[1], only=("offset", "nope"), reference=tiny[0], progress=False)
+    with pytest.raises(ValueError, match="no regime given"):
+        regimes.check_names(())
+    with pytest.raises(ValueError, match="unknown regime 'nope'"):
+        regimes.runner("nope")
+
+
+def test_regime_figures_are_styled_and_ordered(tiny, tmp_path):
+    """Each figure has a title, alt text, accuracy in percent, and the offset runs top to bottom in print order."""
+    from grpo_edu.plotstyle import alt_text
+
+    ref, preset = tiny
+    res = regimes.run_offset(ref, preset, seeds=(0,), steps=1, warmup=1, progress=False)
+    fig = regimes.regime_figure("offset", res)
+    ax = fig.axes[0]
+    assert ax.get_title() and alt_text(fig)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == list(res["accuracy"])
+    assert ax.yaxis_inverted()  # the first run printed is the top row
+    assert ax.xaxis.get_major_formatter()(0.5, 0).endswith("%")
+    path = regimes.plot_regime("offset", res, tmp_path / "o.png")
+    from PIL import Image
+
+    assert Image.open(path).info.get("Description") == alt_text(fig)
+
+
+def test_format_regimes_says_seeds_notebook_figure_and_time(tiny):
+    res = {"claims": [{"claim": "c", "measurement": "m", "verdict": "fails here"}], "seeds": 2, "seconds": 3.0,
+           "figure": "out/regimes/regime_offset.png"}  # fmt: skip
+    text = regimes.format_regimes({"offset": res}, seconds=True)
+    assert "2 seeds" in text and "notebook 07 section 1" in text and "regime_offset.png" in text
+    assert "took 3 s" in text and text.endswith("total: 3 s") and "mean [min, max]" in text and "A'" in text
 
 
 def test_cli_help_and_bad_input(capsys):
@@ -102,12 +126,6 @@ def test_cli_help_and_bad_input(capsys):
     with pytest.raises(SystemExit) as e:
         main(["regimes", "--seeds", "0"])
     assert e.value.code == 2
-
-
-def test_paired_by_hand():
-    assert regimes._paired([0.9, 0.8], [0.91, 0.7], margin=0.02) == "holds"  # within 0.02 and above
-    assert regimes._paired([0.5, 0.6], [0.9, 0.9], margin=0.02) == "fails here"
-    assert regimes._paired([0.5, 0.95], [0.9, 0.9], margin=0.02) == "depends"
 
 
 def test_long_run_on_a_tiny_setup(tiny, tmp_path):

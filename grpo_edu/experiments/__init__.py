@@ -4,7 +4,7 @@
     sweep.py            grpo-edu sweep: learning rate x seed, is the comparison fair?
     variance_study.py   grpo-edu variance: each estimator's gradient variance at several snapshots
     ablation.py         grpo-edu ablate: which settings of the reference make RL fast or slow
-    regimes.py          grpo-edu regimes: where each idea of the derivation pays (notebook 07 calls it)
+    regimes/            grpo-edu regimes: where each idea of the derivation pays, one module a regime
     check_notebooks.py  grpo-edu check-notebooks: nbval under seed shifts and CPU kernels
     reports.py          their text tables, and the files grpo-edu compare writes
 

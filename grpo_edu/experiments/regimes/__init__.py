@@ -1,0 +1,141 @@
+"""Where each idea of the derivation pays (grpo-edu regimes): the regimes the default task removes.
+
+The default task (0/1 rewards, uniform 2-digit addition, an exact checker) makes several of
+the derivation's claims fail (`grpo-edu compare`). Each regime turns one mechanism back on
+with a task or reward knob, trains through the public API, and tests the claims again; one
+module each:
+
+    offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
+    reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
+    difficulty    prompts that differ in difficulty: a prompt has a value to learn, groups tie
+    long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
+    free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
+
+Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
+`measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
+and the numbers behind them; `figures.plot_regime` draws each.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+
+from ...measure.reports import wrap
+from ...presets import resolve_preset
+
+# name -> (module, runner, what it sets up, the notebook that explains it)
+TABLE = {
+    "offset": ("offset", "run_offset", "rewards (0, 1), (5, 6), (-1, 1), same reference, same steps", "07 section 1"),
+    "reward_model": (
+        "reward_model", "run_reward_model",
+        "GRPO against sigmoid(r_phi), a small learned reward model; gold = the exact checker", "07 section 2",
+    ),
+    "difficulty": (
+        "difficulty", "run_difficulty",
+        "operands of 1 or 2 digits (ArithmeticTask(mixed_digits=(1, 2))) vs uniform 2-digit, at the reference",
+        "07 section 3",
+    ),
+    "long_run": (
+        "long_run", "run_long_run",
+        "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy", "07 section 5",
+    ),
+    "free_length": (
+        "free_length", "run_free_length",
+        "ArithmeticTask(filler=4): up to 4 '=' after the answer, only the answer checked; own reference",
+        "07 section 4",
+    ),
+}  # fmt: skip
+REGIMES = tuple(TABLE)
+DESCRIPTIONS = {k: v[2] for k, v in TABLE.items()}
+NOTEBOOKS = {k: v[3] for k, v in TABLE.items()}
+
+
+def runner(name: str):
+    """The function that runs regime ``name`` (``run_<name>`` of its module)."""
+    if name not in TABLE:
+        raise ValueError(f"unknown regime {name!r}; choose from {list(REGIMES)}")
+    module, fn = TABLE[name][:2]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), fn)
+
+
+def check_names(only) -> tuple:
+    """``only`` as a tuple of known regime names, or a ValueError naming the unknown ones."""
+    only = tuple(only)
+    unknown = [r for r in only if r not in TABLE]
+    if unknown:
+        raise ValueError(f"unknown regimes {unknown}; choose from {list(REGIMES)}")
+    if not only:
+        raise ValueError(f"no regime given; choose from {list(REGIMES)}")
+    return only
+
+
+def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, reference=None) -> dict:
+    """Each regime of ``only`` over ``seeds`` seeds (the preset's seed, +1, ...): its claims,
+    its wall time (``"seconds"``), and a figure ``<out>/regime_<name>.png`` when ``out`` is given
+    (its path in ``"figure"``)."""
+    from pathlib import Path
+
+    from ...reference import reference_policy
+
+    only = check_names(only)
+    preset = resolve_preset(preset)
+    reference = reference if reference is not None else reference_policy(preset, progress=progress)
+    out = Path(out) if out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name in only:
+        t0 = time.perf_counter()
+        results[name] = runner(name)(reference, preset, seeds=tuple(preset.seed + k for k in range(seeds)),
+                                     progress=progress)  # fmt: skip
+        results[name]["seconds"] = time.perf_counter() - t0
+        results[name]["seeds"] = seeds
+        if out:
+            from .figures import plot_regime
+
+            results[name]["figure"] = plot_regime(name, results[name], out / f"regime_{name}.png")
+    return results
+
+
+LEGEND = (
+    "How to read it: a value is one seed, or `mean [min, max]` over seeds; each claim ends with the rule its "
+    "verdict applies (holds: the effect beyond its margin on every seed; fails here: absent or reversed on every "
+    "seed; depends: anything else). A' is the advantage after the reward is changed, A before."
+)
+
+
+def format_regimes(results: dict, seconds: bool = False) -> str:
+    """Per regime, its claims in the form `grpo-edu compare` prints them, the notebook that
+    explains a claim that fails, the figure's file; the wall times when ``seconds``."""
+    lines = [wrap(LEGEND, "  ")]
+    for name, res in results.items():
+        n = res.get("seeds")
+        count = f", {n} seed{'s' if n != 1 else ''}" if n else ""
+        lines.append(f"regime {name} ({DESCRIPTIONS.get(name, name)}{count}):")
+        lines += [
+            wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] ") for c in res["claims"]
+        ]
+        if any(c["verdict"] != "holds" for c in res["claims"]) and name in NOTEBOOKS:
+            lines.append(f"    why a claim does not hold here: notebook {NOTEBOOKS[name]}")
+        for e in res.get("examples", []):
+            lines.append(f"    r_phi {e['proxy']:.3f} for {e['prompt']}{e['completion']} (right: {e['answer']})")
+        if res.get("figure"):
+            lines.append(f"    figure: {res['figure']}")
+        if seconds and "seconds" in res:
+            lines.append(f"    took {res['seconds']:.0f} s")
+    if seconds and results:
+        lines.append(f"total: {sum(r.get('seconds', 0.0) for r in results.values()):.0f} s")
+    return "\n".join(lines)
+
+
+def __getattr__(name: str):  # the runners and helpers of each module, as grpo_edu.experiments.regimes.<name>
+    for module in ("figures", *(v[0] for v in TABLE.values())):
+        mod = importlib.import_module(f"{__name__}.{module}")
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["REGIMES", "DESCRIPTIONS", "NOTEBOOKS", "runner", "check_names", "run_regimes", "format_regimes",
+           "plot_regime", "regime_figure"]  # fmt: skip

@@ -1,0 +1,121 @@
+"""The reward-model regime: GRPO against a learned r_phi (`grpo_edu.reward_model`), gold = the checker.
+
+Over-optimisation (Gao et al. 2022): the proxy reward rises while the gold accuracy first rises,
+then falls as the policy drifts from the reference; the KL penalty beta limits the drift.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ... import functional as Fn
+from ...algorithms import make_algorithm
+from ...presets import make_task, resolve_preset
+from ...reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
+from ...rollout import generate, sequence_logprobs
+from ...train import train
+from .common import above, bar, claim, rule, spread, verdict
+
+
+class KLMonitor:
+    """At each evaluation: KL(pi || pi_ref) per completion (exact over the vocabulary, summed
+    over the tokens of completions sampled from pi for a fixed set of prompts)."""
+
+    def __init__(self, policy, reference, task, n_prompts=64, group=4, seed=12345):
+        self.policy, self.reference, self.task, self.seed, self.group = policy, reference, task, seed, group
+        self.prompts = task.encode_prompts(task.sample(n_prompts, seed))
+        self.kl: list[float] = []
+
+    def __call__(self, *_):
+        import torch
+
+        with torch.no_grad():
+            gen = torch.Generator(device=next(self.policy.parameters()).device).manual_seed(self.seed)
+            ro = generate(self.policy, self.prompts, self.group, self.task.max_answer_length, 1.0, generator=gen)
+            _, logits = sequence_logprobs(self.policy, ro, return_logits=True)
+            _, ref_logits = sequence_logprobs(self.reference, ro, return_logits=True)
+            self.kl.append(float(Fn.masked_sum(Fn.exact_kl(logits, ref_logits), ro.mask, dim=1).mean()))
+
+
+DEFAULT_SETTINGS = ((0.0, "loss"), (0.3, "loss"), (1.0, "loss"), (0.3, "reward"))
+
+
+def run_reward_model(
+    reference, preset="cpu", seeds=(0, 1), steps=60, settings=DEFAULT_SETTINGS, n_labels=8192, progress=True
+) -> dict:
+    """GRPO against sigmoid(r_phi) with each (beta, kl_placement) of ``settings``, per seed.
+
+    MEASURED every 10 steps: gold (exact) held-out accuracy, the proxy reward of the training
+    batch, KL(pi || pi_ref) per completion on a fixed prompt set; the completions r_phi scores
+    highest among those the checker rejects, at the end of the beta = 0 run of the first seed."""
+    preset = resolve_preset(preset)
+    task = make_task(preset)
+    rm, rm_info = train_reward_model(reference, task, RewardModelConfig(n_labels=n_labels, seed=preset.seed), progress)
+    curves, examples, progress_bar = {}, [], bar(len(settings) * len(seeds), "reward model", progress)
+    for beta, where in settings:
+        key = f"beta {beta:g}" + (f" ({where})" if beta > 0 else "")
+        curves[key] = []
+        for seed in seeds:
+            policy = copy.deepcopy(reference)
+            monitor = KLMonitor(policy, reference, task)
+            proxy = ProxyTask(task, rm, on_evaluate=monitor)
+            algo = make_algorithm("grpo", beta=beta, kl_placement=where)
+            h = train(algo, proxy, reference, policy, preset, steps=steps, seed=seed, eval_every=10, progress=False)
+            ev, reward = [e["step"] for e in h.evals], h.series("reward")
+            proxy_curve = [float(reward[0])] + [float(np.mean(reward[max(0, s - 5) : s])) for s in ev[1:]]
+            curves[key].append({"step": ev, "gold": list(h.eval_series()), "kl": monitor.kl, "proxy": proxy_curve})
+            if beta == 0 and not examples:
+                examples = exploits(proxy, policy, seed=seed)
+            progress_bar.update(1)
+    progress_bar.close()
+    n = len(seeds)
+    b0, start = curves["beta 0"], curves["beta 0"][0]["gold"][0]
+    peak, final = [max(c["gold"]) for c in b0], [c["gold"][-1] for c in b0]
+    rise = [c["proxy"][-1] - c["proxy"][0] for c in b0]
+    ends = {
+        k: (spread([c["kl"][-1] for c in v], ".2f"), spread([c["gold"][-1] for c in v], ".3f"))
+        for k, v in curves.items()
+    }
+    claims = [
+        claim(
+            "r_phi tells right from wrong on the reference's samples better than a constant 'wrong'",
+            f"validation accuracy {rm_info['val_accuracy']:.3f} vs {rm_info['always_wrong']:.3f} for 'always wrong' "
+            f"({n_labels} labels; {rule(0.02, 0.0, 'the difference')}, one reward model)",
+            verdict([rm_info["val_accuracy"] - rm_info["always_wrong"]], 0.02, 0.0),
+        ),
+        claim(
+            "optimising a learned reward without a penalty: the proxy rises, the gold accuracy falls (reward hacking)",
+            f"beta 0: proxy {spread([c['proxy'][0] for c in b0], '.3f')} -> {spread([c['proxy'][-1] for c in b0], '.3f')}; "
+            f"gold {start:.3f} -> {spread(final, '.3f')} at step {steps} "
+            f"({rule(0.1, 0.0, 'the gold fall where the proxy rose', n)})",
+            verdict([start - f if r > 0 else -1.0 for f, r in zip(final, rise, strict=True)], 0.1, 0.0),
+        ),
+        claim(
+            "the gold accuracy first rises, then falls as the KL grows (Gao et al. 2022)",
+            f"beta 0: peak {spread(peak, '.3f')} vs start {start:.3f}; KL, gold at step {steps}: "
+            + ", ".join(f"{k} {kl}, {g}" for k, (kl, g) in ends.items())
+            + f" ({rule(0.05, 0.0, 'the smaller of peak - start and peak - end', n)})",
+            verdict([min(p - start, p - f) for p, f in zip(peak, final, strict=True)], 0.05, 0.0),
+        ),
+    ]
+    for key in list(curves)[1:]:
+        g = [c["gold"][-1] for c in curves[key]]
+        claims.append(
+            claim(
+                f"the KL penalty ({key}) limits the reward hacking (gold ends above beta 0's)",
+                f"gold at step {steps}: {spread(g, '.3f')} vs {spread(final, '.3f')} at beta 0 "
+                f"({rule(0.05, 0.0, 'the difference', n)})",
+                above(g, final, 0.05, pair=True),
+            )
+        )
+        claims.append(
+            claim(
+                f"... and prevents it ({key}): gold ends no lower than the reference's",
+                f"gold at step {steps}: {spread(g, '.3f')} vs the reference's {start:.3f} "
+                f"({rule(0.0, -0.03, 'gold - reference + 0.02', n)})",
+                verdict([x - start + 0.02 for x in g], 0.0, -0.03),
+            )
+        )
+    return {"reward_model": rm_info, "curves": curves, "examples": examples, "steps": steps, "claims": claims}
