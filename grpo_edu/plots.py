@@ -259,11 +259,11 @@ def _footnote(fig, lines, width: int = 140) -> None:
 _ESTIMATOR_WORDS = {  # estimator -> (its advantage, in words; the method that trains with it, if any)
     "raw": ("A = R", "reinforce"),
     "critic": ("A = R - V(s)", "baseline"),
-    "gae": ("A = GAE(V), γ = λ = 1", "ppo"),
+    "gae": ("A = GAE(V),\nγ = λ = 1", "ppo"),  # "\n": where a tick label may break (not inside an equation)
     "batch_mean": ("A = R - batch mean", None),
     "group_mean": ("A = R - group mean", None),
-    "group_loo": ("A = R - mean of the others (RLOO)", None),
-    "group_norm": ("A = (R - group mean) / group std", "grpo"),
+    "group_loo": ("A = R - mean of\nthe others (RLOO)", None),
+    "group_norm": ("A = (R - group mean)\n/ group std", "grpo"),
     "optimal": ("A = R - b*", None),
 }
 
@@ -296,7 +296,8 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
         for e, v in stats.items():
             words, method = _ESTIMATOR_WORDS.get(e, (e, None))
             who = label.get(method, "") if method in algos else ""
-            names.append(textwrap.fill(who, 16) + "\n" + textwrap.fill(words, 18) if who else textwrap.fill(words, 18))
+            words = "\n".join(textwrap.fill(line, 20) for line in words.split("\n"))
+            names.append(textwrap.fill(who, 16) + "\n" + words if who else words)
             vals.append(float(v[key]) if np.isfinite(float(v[key])) else np.nan)
             own.append(method in algos and (method in own_grouped) == grouped)
         pos = np.arange(len(names))
@@ -309,9 +310,9 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
             )
             ax.bar_label(bar, fmt="%.2f", fontsize=8.5, padding=2)
         ax.set_xticks(pos, names, fontsize=8)
-        ylabel = METRIC_LABELS.get(key, key.replace("_", " ")) if ax is axes[0] else "(the same scale)"
         ax.set(title=title, xlim=(-0.6, max(len(names), 2) - 0.4), xlabel="advantage (the method that uses it)",
-               ylabel=ylabel)  # fmt: skip
+               ylabel=METRIC_LABELS.get(key, key.replace("_", " ")))  # fmt: skip
+        ax.tick_params(labelleft=True)  # the y axis is shared; each panel still shows its values and its label
         ax.margins(y=0.3)  # room for the legend above the bars
         if "critic" in stats and "gae" in stats and np.isclose(stats["critic"][key], stats["gae"][key], rtol=1e-9):
             equal.append(title)
@@ -352,10 +353,19 @@ def _mb(x: float) -> str:
     return "-" if not x else ("<0.1" if x < 0.05 else f"{x:.1f}")
 
 
+_MEMORY_GROUPS = (  # the bars' stacks (whose memory it is), bottom up; the table itemises each part
+    ("policy and frozen reference: weights, gradients, Adam state",
+     ("policy_params", "policy_grads", "optimizer_state", "reference_params"), "#3182bd"),
+    ("critic: weights, gradients, Adam state", ("critic_params", "critic_grads", "critic_optimizer_state"), "#e6550d"),
+    ("activations", ("activations",), "#74c476"),
+)  # fmt: skip
+
+
 @_styled
 def plot_memory(rows, note: str | None = None) -> Figure:
     """The memory of one training step per algorithm, in two panels. Left: stacked bars of
-    the analytic memory by part (`MEMORY_PARTS`, bytes), with the measured peak
+    the analytic memory by whose it is (the policy's with its frozen reference, the critic's,
+    the activations: `_MEMORY_GROUPS` of `MEMORY_PARTS`, bytes), with the measured peak
     ("measured_peak" or "measured_peak_step") as a marker and both totals written above.
     Right: the same parts as a table (a row per part, a column per algorithm, MB in each
     cell, shaded on a log scale), so that the small parts (the critic's) read as well as the
@@ -377,12 +387,15 @@ def plot_memory(rows, note: str | None = None) -> Figure:
     widths = (max(5.0, 1.5 * len(rows) + 2.0), 0.9 * len(rows) + 2.6)
     fig, (ax, tab) = _new(2, 1, size=(sum(widths), 5.2), width_ratios=widths)
     bottom = np.zeros(len(rows))
-    colors = dict(zip(MEMORY_PARTS, MEMORY_COLORS, strict=True))
     pos = np.arange(len(rows))
-    for p in parts:
-        vals = np.array([float(r.get(p) or 0.0) for r in rows]) / MB
-        ax.bar(pos, vals, 0.6, bottom=bottom, label=p.replace("_", " "), color=colors[p])
-        bottom += vals
+    grouped = {q for _, group, _ in _MEMORY_GROUPS for q in group}
+    others = [(p.replace("_", " "), (p,), c) for p, c in zip(MEMORY_PARTS, MEMORY_COLORS, strict=True)
+              if p not in grouped]  # a part no group names keeps a stack of its own  # fmt: skip
+    for label, group, color in (*_MEMORY_GROUPS, *others):
+        vals = np.array([sum(float(r.get(p) or 0.0) for p in group) for r in rows]) / MB
+        if vals.any():  # one stack per owner: a few readable bands, not a sliver per part
+            ax.bar(pos, vals, 0.6, bottom=bottom, label=label, color=color)
+            bottom += vals
     measured = [_measured(r) for r in rows]
     for i, total in enumerate(bottom):  # both totals, above the bar and the marker
         top = max(total, (measured[i] or 0.0) / MB)
@@ -396,7 +409,8 @@ def plot_memory(rows, note: str | None = None) -> Figure:
            title="Memory of one training step: analytic parts, measured peak")  # fmt: skip
     ax.margins(y=0.22)
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first
-    fig.legend(handles[::-1], labels[::-1], loc="outside upper center", ncols=min(len(labels), 5), fontsize=8)
+    fig.legend(handles[::-1], labels[::-1], loc="outside upper center", ncols=min(len(labels), 4), fontsize=8,
+               title="bars: whose memory it is (the table on the right itemises each part)", title_fontsize=8)  # fmt: skip
     table = np.array([[float(r.get(p) or 0.0) / MB for r in rows] for p in parts])
     shade = np.log10(np.where(table > 0, table, np.nan))
     lo, hi = np.nanmin(shade) - 1.0, np.nanmax(shade) + 0.3

@@ -338,3 +338,30 @@ def test_smoothing_window_longer_than_the_run():
     y = np.array([1.0, 2.0, 3.0])
     assert _smooth(y, 10).shape == (3,)
     np.testing.assert_allclose(_smooth(y, 1), y)
+
+
+def test_comparison_figures_read_panel_by_panel():
+    """gradient_variance.png: the right panel carries the same y-label and tick values as the left
+    (not "(the same scale)"), and a tick label breaks between equations, never inside one;
+    memory.png: one stack per owner (policy with its reference, critic, activations), so that the
+    legend does not mix the critic's parts with the policy's and no part is a sliver of its own."""
+    distinct, grouped = plots.plot_comparison_variance(fake_comparison()).axes
+    assert grouped.get_ylabel() == distinct.get_ylabel() == plots.METRIC_LABELS["relative_variance_corrected"]
+    assert grouped.yaxis.get_tick_params()["labelleft"]
+    ticks = [t.get_text() for t in distinct.get_xticklabels() + grouped.get_xticklabels()]
+    assert "PPO + critic\nA = GAE(V),\nγ = λ = 1" in ticks
+    assert "GRPO\nA = (R - group mean)\n/ group std" in ticks
+    assert not any(line.startswith(("=", "λ")) or line.endswith("=") for t in ticks for line in t.split("\n"))
+    fig = plots.plot_comparison_memory(fake_comparison())
+    ax = fig.axes[0]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "activations", "critic: weights, gradients, Adam state",
+        "policy and frozen reference: weights, gradients, Adam state", "measured peak"]  # fmt: skip
+    stacks = {c.get_label(): [p.get_height() for p in c] for c in ax.containers}
+    assert stacks["critic: weights, gradients, Adam state"] == pytest.approx([0.0, 0.4, 0.4, 0.0])
+    assert stacks["activations"] == pytest.approx([15.0] * 4)
+    P = 1e6  # without a critic anywhere, no critic stack (and no legend entry for it)
+    fig = plots.plot_memory([{"algorithm": "GRPO", "policy_params": P, "reference_params": P, "activations": P}])
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "activations", "policy and frozen reference: weights, gradients, Adam state"]  # fmt: skip
