@@ -58,3 +58,17 @@ def test_verdict_properties(effects, null, band):
     # adding a seed can only weaken a verdict, never turn holds into fails here
     more = V.verdict([*effects, effects[0]], margin, null)
     assert more == v
+
+
+def test_compare_uses_the_same_rule():
+    """grpo-edu compare's verdict helpers are `verdicts` with their stated margins."""
+    from grpo_edu.measure import compare
+
+    assert compare._compare_ranges([10, 12], [20, 30], seeds=2) == "holds"  # every a below every b
+    assert compare._compare_ranges([20, 30], [10, 12], seeds=2) == "fails here"
+    assert compare._compare_ranges([10, 20], [20, 30], seeds=2) == "depends"  # a tie is not a reversal
+    assert compare._compare_ranges([10], [20], seeds=1) == "one seed"
+    assert compare._compare_ranges([None], [20], seeds=2) == "fails here"  # a never reached the target
+    assert compare._compare_ranges([10], [None, None], seeds=2) == "holds"
+    assert compare._by_margin(0.5) == "holds" and compare._by_margin(1.2) == "fails here"
+    assert compare._by_margin(1.0) == "depends"

@@ -17,6 +17,7 @@ from ..train import train
 from .common import reach
 from .memory import step_memory
 from .variance import GROUP_ESTIMATORS, fit_critic, gradient_variance
+from .verdicts import above, verdict
 
 ORDER = ("reinforce", "baseline", "ppo", "grpo")
 LABELS = {"reinforce": "REINFORCE", "baseline": "REINFORCE + critic baseline", "ppo": "PPO + critic", "grpo": "GRPO"}
@@ -184,21 +185,25 @@ def own_variance(result: dict, algorithm: str) -> tuple[str, dict]:
 
 
 def _compare_ranges(lower_is_better_a, b, seeds: int = 2):
-    """holds: every seed of a beats every seed of b; fails here: the other way; else depends.
-    With one seed a comparison between two rungs has no spread: "one seed" (no verdict)."""
+    """`verdicts.above` of b over a (a is better when lower), every seed of one against every seed
+    of the other: holds when every a is below every b, fails here when every b is below every a
+    (a tie is not a reversal: completions to the target come in whole evaluation intervals), else
+    depends. A rung that never reached the target has no value. With one seed a comparison
+    between two rungs has no spread: "one seed" (no verdict)."""
     a, b = ([x for x in v if x is not None] for v in (lower_is_better_a, b))
     if seeds < 2 and a and b:
         return "one seed"
     if not a:
         return "fails here"
-    if not b or max(a) < min(b):
+    if not b:
         return "holds"
-    return "fails here" if max(b) < min(a) else "depends"
+    return above(b, a, margin=0.0, null=-1e-9)
 
 
-def _by_margin(ratio: float, below: float = 0.9, above: float = 1.1) -> str:
-    """One measurement against another (no seeds): holds below ``below``x, fails above ``above``x."""
-    return "holds" if ratio < below else ("fails here" if ratio > above else "depends")
+def _by_margin(ratio: float, below: float = 0.9, above_: float = 1.1) -> str:
+    """One measurement against another (no seeds): `verdicts.verdict` of 1 - ratio, holds below
+    ``below``x, fails here at or above ``above_``x, depends between."""
+    return verdict([1.0 - ratio], margin=1.0 - below, null=1.0 - above_)
 
 
 def claims(result: dict) -> list[dict]:
@@ -219,7 +224,7 @@ def claims(result: dict) -> list[dict]:
     add(
         "every rung learns from the same reference",
         f"held-out gain after the budget{', worst seed' if n > 1 else ''}: {gained}",
-        "holds" if min(gains.values()) > 0.1 else "fails here",
+        verdict(list(gains.values()), margin=0.1, null=0.02),
     )
     pct = f"{TARGET:.0%}"
     if {"reinforce", "ppo", "grpo"} <= have:
@@ -248,13 +253,13 @@ def claims(result: dict) -> list[dict]:
             "dropping the critic saves memory (PPO vs GRPO, every row running its own prompt)",
             f"peak step memory PPO / GRPO = {ratio:.2f} at this size (activations dominate here; "
             "towards 1.8 when parameters dominate: grpo-edu bench --memory-sweep)",
-            "holds" if ratio > 1.0 else "fails here",
+            verdict([ratio - 1.0], margin=0.02, null=0.0),
         )
         shared = unshared / rows["grpo"]["peak_step_memory_mb"]
         add(
             "GRPO's G completions per prompt let it run each prompt once (fewer activations)",
             f"GRPO's peak step memory, every row's own prompt / each prompt once = {shared:.2f}",
-            "holds" if shared > 1.0 else "fails here",
+            verdict([shared - 1.0], margin=0.02, null=0.0),
         )
     if "relative_variance_corrected" in rows.get("baseline", {}) and "reinforce" in have:
         raw, base = rows["reinforce"]["relative_variance_corrected"], rows["baseline"]["relative_variance_corrected"]
@@ -269,7 +274,7 @@ def claims(result: dict) -> list[dict]:
         add(
             "the critic learns to predict the reward from the prompt",
             f"explained variance of R by V(s_0) at the reference: {ev:.3f} (holds above 0.1)",
-            "holds" if ev > 0.1 else "fails here",
+            verdict([ev], margin=0.1, null=0.02),
         )
     if "relative_variance_corrected" in rows.get("grpo", {}) and "reinforce" in have:
         raw, grp = rows["reinforce"]["relative_variance_corrected"], rows["grpo"]["relative_variance_corrected"]
