@@ -1,5 +1,5 @@
 """The text tables of the experiments (what `grpo-edu bench`, `sweep`, `variance` and
-`ablate` print; the README quotes them) and the files `grpo-edu compare` writes."""
+`ablate` print; course/site/measurements.md quotes them) and the files `grpo-edu compare` writes."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def _table(cols, rows) -> list[str]:
 
 def format_table(result: dict) -> str:
     """The comparison as two tables (learning; cost at the reference), the legend that fits
-    the run (one seed or several), where each rung wins and the claims (the README quotes it)."""
+    the run (one seed or several), where each rung wins and the claims (course/site/measurements.md quotes it)."""
     n, pct = len(result["seeds"]), f"{result.get('target', 0.9):.0%}"
     algos = result["algorithms"]
     learn = [
