@@ -46,6 +46,8 @@ extensions = [
 nb_execution_mode = "off"
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
+# text inside math (\text{...}) reads LaTeX's text-mode escapes: \_ is "_", not a backslash and "_"
+mathjax3_config = {"loader": {"load": ["[tex]/textmacros"]}, "tex": {"packages": {"[+]": ["textmacros"]}}}
 myst_heading_anchors = 3
 
 # --- cross-references: a broken one is a warning, and -W makes it an error
@@ -72,7 +74,13 @@ napoleon_numpy_docstring = False
 # --- HTML
 html_theme = "sphinx_book_theme"
 html_title = "grpo-edu"
-html_extra_path = ["_extra"]  # index.html at the top of the build: a redirect to this index
+# the README's first entry in the navigation: its title is written for GitHub's front page
+site_nav_titles = {"README": "Start here"}
+html_extra_path = ["_extra"]  # index.html at the top of the build: a page that links to this index
+html_static_path = ["_static"]
+html_css_files = ["site.css"]  # the layout: every printed number and figure fits its column
+# a display wider than its column is set smaller to fit; after the MathJax configuration (500)
+html_js_files = [("site.js", {"priority": 501})]
 html_theme_options = {
     "show_toc_level": 2,
     "use_download_button": True,
@@ -80,6 +88,8 @@ html_theme_options = {
     "use_repository_button": False,
     "use_issues_button": False,
     "use_edit_page_button": False,
+    # one search box, the sidebar's: without this the theme adds a header bar holding a second one
+    "navbar_persistent": [],
 }
 html_last_updated_fmt = None
 html_copy_source = True

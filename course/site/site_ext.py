@@ -167,14 +167,109 @@ def _equation_line(line: str) -> str | None:
     lhs, eqsign, rhs = tex.partition("=")
     row = (lhs + "&=" + rhs) if eqsign else ("&" + tex)
     if label:
-        row = r"\text{" + _text(label) + r"}\quad " + row
+        row = _text(label) + r"\quad " + row
     if note:
-        row += r"\qquad\text{" + _text(note) + "}"
+        row += r"\qquad" + _text(note)
     return row
 
 
-def _text(s: str) -> str:
+def _escape_text(s: str) -> str:
+    """Text-mode escapes (MathJax's textmacros reads ``\\_`` as ``_``; a bare ``_`` is an error)."""
     return re.sub(r"([_%&#${}])", r"\\\1", s)
+
+
+_QUOTED_OR_ASSIGNED = re.compile(r"""^(?:"[^"]*"|'[^']*'|[A-Za-z_]\w*=\S+)$""")
+_SYMBOL = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))+")
+_RELATION = re.compile(r"\|\||\||\^|[<>]=?|[!~]=|=")
+
+
+def _has_symbol(core: str) -> bool:
+    """A subscripted symbol of the notation (pi_ref, rho_it, s_t, sum_t), not a code name."""
+    for tok in _SYMBOL.findall(core):
+        base = tok.split("_")[0]
+        if not _is_code_name(tok) and (base in GREEK or base in OPERATORS or len(base) == 1):
+            return True
+    return False
+
+
+def _word_kind(word: str) -> str:
+    """One word of a note: "code" (``"grpo"``, ``loss_type="grpo"``), "math", "weak" or "text".
+
+    "weak" is what is math only next to math (a number, an operator, ``log``, a single
+    letter: "a" is also an article); a run of words is typeset only if one of them is "math".
+    """
+    core = word.strip("()[],;:.")
+    if not core:
+        return "text"
+    if _QUOTED_OR_ASSIGNED.match(core) or _is_code_name(core):
+        return "code"
+    if _CODE.search(core):
+        return "text"
+    if core in GREEK or _has_symbol(core) or _RELATION.search(core):
+        return "math"
+    if re.fullmatch(r"[-+*/]|\d+(\.\d+)?|[A-Za-z]", core) or core in OPERATORS:
+        return "weak"
+    return "text"
+
+
+def _split_run(run: str) -> tuple[str, str, str]:
+    """Peel what belongs to the prose off a run of math words: a trailing ``,;:.`` and an
+    opening or closing bracket with no partner inside the run."""
+    head, tail = "", ""
+    while True:
+        if run and run[-1] in ",;:.":
+            run, tail = run[:-1], run[-1] + tail
+        elif run and run[-1] in ")]" and run.count(run[-1]) > run.count("(" if run[-1] == ")" else "["):
+            run, tail = run[:-1], run[-1] + tail
+        elif run and run[0] in "([" and run.count(run[0]) > run.count(")" if run[0] == "(" else "]"):
+            head, run = head + run[0], run[1:]
+        else:
+            return head, run, tail
+
+
+def _text(s: str) -> str:
+    """A label or a note beside a display -> ``\\text{...}`` with its math and code typeset.
+
+    ``unbiased for KL(pi||pi_ref), >= 0`` keeps its words as text and typesets
+    ``KL(pi||pi_ref)`` and ``>= 0`` (``$...$`` inside the text); a quoted value or an
+    assignment (``TRL loss_type="grpo"``) is code, in a typewriter font with straight quotes.
+    """
+    words = re.split(r"(\s+)", s.strip())
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        text = "".join(run).rstrip()
+        space = "".join(run)[len(text) :]
+        if any(_word_kind(w) == "math" for w in run if not w.isspace()):
+            head, expr, tail = _split_run(text)
+            out.append(_escape_text(head) + "$" + to_latex(expr) + "$" + _escape_text(tail) + space)
+        else:
+            out.append(_escape_text("".join(run)))
+        run.clear()
+
+    for w in words:
+        if w.isspace() or not w:
+            (run if run else out).append(w)
+            continue
+        kind = _word_kind(w)
+        if kind in ("math", "weak"):
+            run.append(w)
+            if w[-1] in ",;:":  # a comma ends an expression: "KL(pi||pi_ref), >= 0"
+                flush()
+            continue
+        flush()
+        if kind == "code":
+            lead = re.match(r"^[(\[]*", w).group(0)
+            trail = re.search(r"[)\],;:.]*$", w).group(0)
+            core = w[len(lead) : len(w) - len(trail)]
+            out.append(_escape_text(lead) + r"\texttt{" + _escape_text(core) + "}" + _escape_text(trail))
+        else:
+            out.append(_escape_text(w))
+    flush()
+    return r"\text{" + "".join(out) + "}"
 
 
 _INLINE_LITERAL = re.compile(r"``([^`]+)``")
@@ -334,6 +429,26 @@ class CodeNamesToLinks(SphinxTransform):
             lit.replace_self(xref)
 
 
+class TaggedDisplays(SphinxTransform):
+    """A ``$$ ... \\tag{1} $$`` display with line breaks is typeset as it is written.
+
+    Sphinx wraps a display that holds ``\\\\`` in ``\\begin{split}``, where MathJax refuses
+    ``\\tag`` ("\\tag not allowed in split environment", shown in red on the page); inside a
+    plain ``\\[ ... \\]`` the tag is allowed and the ``cases`` or ``aligned`` inside it breaks
+    the lines.
+    """
+
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        for node in list(self.document.findall(nodes.math_block)):
+            latex = node.astext()
+            if r"\tag" not in latex or r"\\" not in latex or node.get("nowrap") or node.get("number"):
+                continue
+            node.children = [nodes.Text(r"\[" + latex + r"\]")]
+            node["nowrap"] = True
+
+
 def importable(dotted: str) -> bool:
     """True if ``grpo_edu.x.y`` / ``envs.x`` names an object that exists (imports, has the attribute)."""
     if not dotted.startswith(("grpo_edu.", "envs.")) and dotted not in ("grpo_edu", "envs"):
@@ -363,8 +478,20 @@ def _missing_reference(app, env, node, contnode):
     return None
 
 
+def _nav_titles(app, doctree):
+    """``site_nav_titles`` (docname -> title): the page's name in the navigation and in every
+    toctree, as ``Title <docname>`` in the toctree would set it, whatever the page's own first
+    heading says (the README's title is written for GitHub's front page; the page keeps it)."""
+    titles = app.config.site_nav_titles
+    for toctree in doctree.findall(addnodes.toctree):
+        toctree["entries"] = [(titles.get(ref) if title is None else title, ref) for title, ref in toctree["entries"]]
+
+
 def setup(app):
+    app.add_config_value("site_nav_titles", {}, "env", types=frozenset({dict}))
+    app.connect("doctree-read", _nav_titles)
     app.connect("autodoc-process-docstring", _process_docstring, priority=400)  # before napoleon (500)
     app.connect("missing-reference", _missing_reference)
     app.add_transform(CodeNamesToLinks)
+    app.add_transform(TaggedDisplays)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
