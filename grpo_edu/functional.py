@@ -446,6 +446,17 @@ def value_loss(
     return 0.5 * masked_sum(err2, m) / m.sum().clamp(min=1)
 
 
+LOSS_TYPES = {  # loss_type (TRL's name or ours) -> its mode of aggregate_loss
+    "sequence_mean": "sequence_mean",
+    "grpo": "sequence_mean",
+    "token_mean": "token_mean",
+    "dapo": "token_mean",
+    "bnpo": "token_mean",
+    "constant": "constant",
+    "dr_grpo": "constant",
+}
+
+
 def aggregate_loss(
     per_token_loss: Tensor, mask: Tensor, mode: str = "sequence_mean", max_length: int | None = None
 ) -> Tensor:

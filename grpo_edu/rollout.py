@@ -14,7 +14,7 @@ ratio pi_theta / pi_old.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.nn as nn
@@ -280,6 +280,47 @@ def completion_values(critic: nn.Module, rollout: Rollout, share_prompts: bool |
     """``V(s_t)`` for each completion step, ``[B, T]``: the state before token ``t`` is the
     prefix ending at position ``P - 1 + t``."""
     return teacher_forced(critic, rollout, share_prompts) * rollout.mask
+
+
+# -- what a rung's prepare and loss read off a rollout ------------------------------------------
+
+
+@dataclass
+class Batch:
+    """One rollout batch with everything the loss needs, computed once without grad."""
+
+    rollout: Rollout
+    scores: torch.Tensor  # [B, T] per-token rewards (task scores, minus beta * KL in the reward)
+    rewards: torch.Tensor  # [B] sequence reward used for the advantage
+    mask: torch.Tensor  # [B, T] loss mask (completion mask, maybe minus truncated rows)
+    old_logp: torch.Tensor  # [B, T] log pi_old (the sampling policy)
+    ref_logp: torch.Tensor | None  # [B, T] log pi_ref, or None without a reference
+    advantages: torch.Tensor | None = None  # [B] or [B, T]
+    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
+    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
+    stats: dict = field(default_factory=dict)  # numbers for the training log
+    is_weights: torch.Tensor | None = None  # [B, T] GRPO: w = pi_old / pi_sampler, a sampler apart (sampler.py)
+
+
+def loss_mask(rollout: Rollout, mask_truncated: bool = False) -> torch.Tensor:
+    """The completion mask, minus the truncated rows with ``mask_truncated`` (TRL's
+    ``mask_truncated_completions``)."""
+    return rollout.mask * (~rollout.truncated).float()[:, None] if mask_truncated else rollout.mask
+
+
+def reference_logprobs(reference: nn.Module | None, rollout: Rollout, beta: float, kl_placement: str):
+    """``log pi_ref(a_t|s_t)`` [B, T] when the KL penalty is on (``beta > 0``, ``kl_placement``
+    not "none"; it costs a forward), else None."""
+    if beta <= 0 or kl_placement == "none":
+        return None
+    if reference is None:
+        raise ValueError(f"beta > 0 with kl_placement={kl_placement!r} needs a reference policy")
+    return sequence_logprobs(reference, rollout)
+
+
+def policy_logprobs(policy: nn.Module, batch: Batch, idx: torch.Tensor):
+    """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
+    return sequence_logprobs(policy, batch.rollout.select(idx), return_logits=True)
 
 
 def expand(problems: list, group_size: int) -> list:

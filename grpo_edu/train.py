@@ -26,8 +26,6 @@ import numpy as np
 import torch
 
 from . import functional as Fn
-from .algorithms.base import finite
-from .algorithms.grpo import dynamic_sampling
 from .evaluation import evaluate
 from .presets import make_task, resolve_preset
 from .reference import reference_policy
@@ -92,6 +90,14 @@ class History:
         )
 
 
+def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
+    """``x`` unchanged, or a ``FloatingPointError`` naming ``quantity`` and its first bad value."""
+    if not bool(torch.isfinite(x).all()):
+        bad = x[~torch.isfinite(x)].flatten()[0].item()
+        raise FloatingPointError(f"{quantity} is {bad}")
+    return x
+
+
 def minibatches(batch_size: int, n: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
     """``n`` minibatches of row indices, a fresh shuffle of the batch each call (one: in order)."""
     if n > batch_size:
@@ -130,7 +136,8 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             finite(grad_norm.detach(), "policy gradient norm")
             optimizer.step()
-            algorithm.scheduler.step()
+            if algorithm.scheduler is not None:  # warmup_steps > 0
+                algorithm.scheduler.step()
             grad_norms.append(float(grad_norm))
             if algorithm.critic is not None:  # the critic's own step, after the policy's
                 stats["value_loss"] = algorithm.critic.step(
@@ -151,14 +158,10 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
 
 
 def collect(algorithm, sample):
-    """One rollout for the update: ``sample()`` -> ``(rollout, scores, problems)``, or with
+    """One rollout for the update: ``algorithm.collect(sample)``, ``sample()`` once, or with
     GRPO's ``dynamic_sampling`` (DAPO) only informative groups, sampled until there are enough.
     Returns ``(rollout, scores, problems, generated)``, ``generated`` counting every completion."""
-    cfg = algorithm.config
-    if getattr(cfg, "dynamic_sampling", False):  # a GRPO knob: the other rungs have no groups to drop
-        return dynamic_sampling(sample, cfg.group_size, cfg.max_resample)
-    rollout, scores, problems = sample()
-    return rollout, scores, problems, rollout.batch_size
+    return algorithm.collect(sample)
 
 
 def _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy) -> bool:

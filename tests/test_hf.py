@@ -323,11 +323,11 @@ def _batch():
 
 def _ours(cfg, monkeypatch):
     """grpo_edu's GRPO loss and d loss / d logp, through GRPO.loss (the library's code path)."""
-    from grpo_edu.algorithms import base
+    from grpo_edu import rollout
 
     logp, old, ref, adv, mask = _batch()
     logp = logp.clone().requires_grad_(True)
-    monkeypatch.setattr(base, "sequence_logprobs", lambda *a, **k: (logp, torch.zeros(B, T, 17)))
+    monkeypatch.setattr(rollout, "sequence_logprobs", lambda *a, **k: (logp, torch.zeros(B, T, 17)))
     algo = GRPO(cfg)
     ro = type("R", (), {"mask": mask, "select": lambda self, idx: self})()
     batch = Batch(rollout=ro, scores=None, rewards=None, mask=mask, old_logp=old, ref_logp=ref, advantages=adv)

@@ -25,11 +25,12 @@ def _cfg(loss_type="grpo", beta=0.0, **kw):
 
 def _ours_through_grpo(cfg, monkeypatch, is_weights=None):
     """GRPO.loss on test_hf's batch (the library's code path), and d loss / d logp."""
-    from grpo_edu.algorithms import GRPO, Batch, base
+    from grpo_edu import rollout
+    from grpo_edu.algorithms import GRPO, Batch
 
     logp, old, ref, adv, mask = _batch()
     logp = logp.clone().requires_grad_(True)
-    monkeypatch.setattr(base, "sequence_logprobs", lambda *a, **k: (logp, torch.zeros(B, T, 17)))
+    monkeypatch.setattr(rollout, "sequence_logprobs", lambda *a, **k: (logp, torch.zeros(B, T, 17)))
     ro = type("R", (), {"mask": mask, "select": lambda self, idx: self})()
     batch = Batch(ro, None, None, mask, old, ref, adv, is_weights=is_weights)
     loss, _ = GRPO(cfg).loss(batch, torch.arange(B))

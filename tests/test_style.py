@@ -102,7 +102,7 @@ def test_imports_go_one_way():
     submodules excepted): the functional core at the bottom, the loop above the algorithms,
     measurement, experiments and the CLI on top."""
     graph = _import_graph()
-    assert "grpo_edu.train" in graph and "grpo_edu.algorithms.grpo" in graph["grpo_edu.train"]
+    assert "grpo_edu.train" in graph and not any(e.startswith("grpo_edu.algorithms") for e in graph["grpo_edu.train"])
     for pkg in [m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()]:
         graph[pkg] = {e for e in graph[pkg] if not e.startswith(pkg + ".")}  # re-exports point down
     assert _cycles(graph) == []

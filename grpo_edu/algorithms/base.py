@@ -1,5 +1,6 @@
-"""What the four rungs share that is not the algorithm: the batch they prepare, the wiring
-(policy, frozen reference, optimizer, critic) and the validation of their configs.
+"""What the four rungs share that is not the algorithm: the wiring (policy, frozen reference,
+optimizer, critic) and the validation of their configs. The batch they prepare (`Batch`) and the
+log-probs they read are rollout.py's (re-exported here).
 
 Each rung's own file holds its config, its ``prepare`` (advantages) and its ``loss``; the
 update that calls them, epochs x minibatches of ``loss.backward(); clip; step``, is the
@@ -9,22 +10,13 @@ one loop in ``grpo_edu/train.py``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 
 import torch
 
 from .. import functional as Fn
-from ..rollout import Rollout, sequence_logprobs
-
-LOSS_TYPES = {  # loss_type (TRL's name or ours) -> the aggregation of Fn.aggregate_loss
-    "sequence_mean": "sequence_mean",
-    "grpo": "sequence_mean",
-    "token_mean": "token_mean",
-    "dapo": "token_mean",
-    "bnpo": "token_mean",
-    "constant": "constant",
-    "dr_grpo": "constant",
-}
+from ..functional import LOSS_TYPES
+from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
 
 # The allowed range of every config field that any rung has, in one table: a rung's config
 # lists its own fields (flat, no inheritance) and `validate` checks those it has.
@@ -100,38 +92,6 @@ def validate(config, **own_rules) -> None:
         raise ValueError(f"{type(config).__name__}.adam_betas must be a pair of numbers in [0, 1), got {betas!r}")
 
 
-def kl_kind(config) -> str:
-    """The KL estimator a config uses: its ``kl_estimator``, else k1 in the reward, k3 in the loss."""
-    if config.kl_estimator is not None:
-        return config.kl_estimator
-    return "k3" if config.kl_placement == "loss" else "k1"
-
-
-@dataclass
-class Batch:
-    """One rollout batch with everything the loss needs, computed once without grad."""
-
-    rollout: Rollout
-    scores: torch.Tensor  # [B, T] per-token rewards (task scores, minus beta * KL in the reward)
-    rewards: torch.Tensor  # [B] sequence reward used for the advantage
-    mask: torch.Tensor  # [B, T] loss mask (completion mask, maybe minus truncated rows)
-    old_logp: torch.Tensor  # [B, T] log pi_old (the sampling policy)
-    ref_logp: torch.Tensor | None  # [B, T] log pi_ref, or None without a reference
-    advantages: torch.Tensor | None = None  # [B] or [B, T]
-    returns: torch.Tensor | None = None  # [B, T] value targets (critic)
-    old_values: torch.Tensor | None = None  # [B, T] V(s_t) at sampling time (critic)
-    stats: dict = field(default_factory=dict)  # numbers for the training log
-    is_weights: torch.Tensor | None = None  # [B, T] GRPO: w = pi_old / pi_sampler, a sampler apart (sampler.py)
-
-
-def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
-    """``x`` unchanged, or a ``FloatingPointError`` naming ``quantity`` and its first bad value."""
-    if not bool(torch.isfinite(x).all()):
-        bad = x[~torch.isfinite(x)].flatten()[0].item()
-        raise FloatingPointError(f"{quantity} is {bad}")
-    return x
-
-
 class Algorithm:
     """The wiring every rung shares; a rung writes ``prepare(rollout, scores) -> Batch`` and
     ``loss(batch, idx) -> (loss, stats)`` (and ``make_critic`` if it learns one)."""
@@ -147,7 +107,7 @@ class Algorithm:
         if not isinstance(config, self.Config):
             raise ValueError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
         self.config = config
-        self.policy = self.reference = self.critic = self.optimizer = None
+        self.policy = self.reference = self.critic = self.optimizer = self.scheduler = None
 
     def setup(self, policy, reference=None, generator: torch.Generator | None = None):
         """Attach the policy (trained), the frozen reference, the optimizer and the critic."""
@@ -162,9 +122,9 @@ class Algorithm:
         self.optimizer = torch.optim.AdamW(
             policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=0.0
         )
-        w = cfg.warmup_steps
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda u: min(1.0, (u + 1) / w) if w > 0 else 1.0
+        w = cfg.warmup_steps  # linear warmup of the learning rate (no scheduler without one)
+        self.scheduler = (
+            torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda u: min(1.0, (u + 1) / w)) if w else None
         )
         self.generator = generator  # the minibatch shuffle
         self.critic = self.make_critic(policy)
@@ -173,6 +133,13 @@ class Algorithm:
     def sampling_policy(self):
         """The model that samples the rollouts: the policy itself (GRPO's ``sampler_dtype`` overrides)."""
         return self.policy
+
+    def collect(self, sample):
+        """One rollout for the update from ``sample()`` -> ``(rollout, scores, problems)``: here
+        ``sample()`` once (GRPO's ``dynamic_sampling`` overrides). Returns ``(rollout, scores,
+        problems, generated)``, ``generated`` counting every completion sampled."""
+        rollout, scores, problems = sample()
+        return rollout, scores, problems, rollout.batch_size
 
     def make_critic(self, policy):
         """The critic (a `Critic`) of algorithms that learn one; None for the others."""
@@ -185,25 +152,21 @@ class Algorithm:
         """``(scalar loss, stats dict)`` on the rows ``idx`` of the batch (with grad)."""
         raise NotImplementedError
 
-    # -- small helpers the rungs' prepare and loss call -------------------------------------
+    # -- small helpers the rungs' prepare and loss call (rollout.py's functions) --------------
     def loss_mask(self, rollout: Rollout) -> torch.Tensor:
         """The completion mask, minus the truncated rows with ``mask_truncated_completions``."""
-        if getattr(self.config, "mask_truncated_completions", False):
-            return rollout.mask * (~rollout.truncated).float()[:, None]
-        return rollout.mask
+        return loss_mask(rollout, getattr(self.config, "mask_truncated_completions", False))
 
     def reference_logprobs(self, rollout: Rollout) -> torch.Tensor | None:
         """``log pi_ref(a_t|s_t)`` [B, T] when the KL penalty is on (it costs a forward), else None."""
         cfg = self.config
-        if getattr(cfg, "beta", 0) <= 0 or cfg.kl_placement == "none":
-            return None
-        if self.reference is None:
-            raise ValueError(f"beta > 0 with kl_placement={cfg.kl_placement!r} needs a reference policy")
-        return sequence_logprobs(self.reference, rollout)
+        return reference_logprobs(
+            self.reference, rollout, getattr(cfg, "beta", 0), getattr(cfg, "kl_placement", "none")
+        )
 
     def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
         """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
-        return sequence_logprobs(self.policy, batch.rollout.select(idx), return_logits=True)
+        return policy_logprobs(self.policy, batch, idx)
 
     def entropy(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean token entropy; with grad only when it is a bonus (``entropy_coef > 0``)."""

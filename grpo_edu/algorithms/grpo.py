@@ -10,7 +10,9 @@ For each prompt q, sample G completions a_1..a_G from pi_old and score them:
 then several epochs over the batch with pi_old fixed (the loop in ``train.py``), and
 pi_old <- pi_theta. No value model: the G samples of the same prompt are each other's
 baseline. ``prepare`` below is the advantage, ``loss`` the objective, each a few calls into
-`grpo_edu.functional` with its equation beside it.
+`grpo_edu.functional` with its equation beside it. The production extras are elsewhere, each
+called only when its knob is on: a sampler apart (``sampler_dtype``) in sampler.py; GSPO, CISPO
+and DAPO's dynamic sampling in grpo_extras.py.
 
 The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
@@ -22,9 +24,13 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import functional as Fn
-from ..rollout import Rollout
-from .base import LOSS_TYPES, Algorithm, Batch, kl_kind, validate
+from ..functional import LOSS_TYPES
+from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
+from .base import Algorithm, validate
+from .grpo_extras import dynamic_sampling, informative_groups, other_objective
 from .sampler import check_sampler_knobs, sampler_copy, trainer_old_logprobs
+
+__all__ = ["GRPO", "GRPOConfig", "dynamic_sampling", "informative_groups"]  # the last two: grpo_extras.py's
 
 
 @dataclass
@@ -73,8 +79,8 @@ class GRPOConfig:
         check_sampler_knobs(self)
 
     @property
-    def kl_kind(self) -> str:
-        return kl_kind(self)
+    def kl_kind(self) -> str:  # the KL estimator: kl_estimator, else k3 in the loss, k1 in the reward
+        return self.kl_estimator or ("k3" if self.kl_placement == "loss" else "k1")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -84,17 +90,28 @@ class GRPO(Algorithm):
     name = "grpo"
     Config = GRPOConfig
 
-    def sampling_policy(self):  # the policy, or with sampler_dtype its copy in that dtype (a serving engine's)
+    def sampling_policy(self):  # the policy, or with sampler_dtype its copy in that dtype (sampler.py)
+        if self.config.sampler_dtype is None:
+            return self.policy
         self._sampler = sampler_copy(self.policy, self.config.sampler_dtype, getattr(self, "_sampler", None))
         return self._sampler
+
+    def collect(self, sample):  # one rollout: sample() once, or DAPO's refill (grpo_extras.py)
+        cfg = self.config
+        if cfg.dynamic_sampling:
+            return dynamic_sampling(sample, cfg.group_size, cfg.max_resample)
+        rollout, scores, problems = sample()
+        return rollout, scores, problems, rollout.batch_size
 
     @torch.no_grad()
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
         cfg, mask = self.config, rollout.mask
-        old, w, stats = trainer_old_logprobs(self.policy, rollout, cfg)  # log pi_old; w = pi_old / pi_sampler
-        ref_logp = self.reference_logprobs(rollout)  # log pi_ref, when beta > 0 (a forward)
+        old, w, stats = rollout.logprobs, None, {}  # log pi_old: the policy sampled the rollout
+        if cfg.sampler_dtype is not None:  # a sampler apart: log pi_old by the trainer, w = pi_old / pi_sampler
+            old, w, stats = trainer_old_logprobs(self.policy, rollout, cfg)
+        ref_logp = reference_logprobs(self.reference, rollout, cfg.beta, cfg.kl_placement)  # log pi_ref, beta > 0
         if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_i = sum_t (score_t - beta * KL_t)
-            scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=kl_kind(cfg))
+            scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=cfg.kl_kind)
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
@@ -107,54 +124,33 @@ class GRPO(Algorithm):
         )
         stats["frac_reward_zero_std"] = st["frac_zero_std"]
         # adv is [B]: every token of a completion gets its completion's advantage
-        return Batch(rollout, scores, rewards, self.loss_mask(rollout), old, ref_logp, adv, stats=stats, is_weights=w)
+        return Batch(
+            rollout,
+            scores,
+            rewards,
+            mask=loss_mask(rollout, cfg.mask_truncated_completions),
+            old_logp=old,
+            ref_logp=ref_logp,
+            advantages=adv,
+            stats=stats,
+            is_weights=w,
+        )
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         cfg, mask = self.config, batch.mask[idx]
-        logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
+        logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         old_logp, adv = batch.old_logp[idx], batch.advantages[idx]
-        if cfg.loss_type == "cispo":  # -sg[clip(rho, max=1+eps_high)] A log pi_theta (MiniMax-M1), token mean
-            per_token, clip_stats = Fn.cispo_loss(logp, old_logp, adv, cfg.eps_high or cfg.eps_low, mask=mask)
-        elif cfg.importance_sampling_level == "sequence":  # GSPO: s_i = exp(mean_t log rho_it), clipped
-            per_token, clip_stats = Fn.gspo_loss(logp, old_logp, adv, mask, cfg.eps_low, cfg.eps_high)
+        if cfg.loss_type == "cispo" or cfg.importance_sampling_level == "sequence":  # CISPO, GSPO: grpo_extras.py
+            per_token, clip_stats = other_objective(cfg, logp, old_logp, adv, mask)
         else:  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
             per_token, clip_stats = Fn.clipped_surrogate_loss(logp, old_logp, adv, cfg.eps_low, cfg.eps_high, mask=mask)
-        if batch.is_weights is not None:  # TIS / MIS: w = pi_old / pi_sampler on each token's loss
+        if batch.is_weights is not None:  # a sampler apart (sampler.py): w = pi_old / pi_sampler on each token
             per_token = per_token * batch.is_weights[idx]
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
-            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], kl_kind(cfg))
+            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
         loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES.get(cfg.loss_type, "token_mean"), cfg.max_length)
-        ent = self.entropy(logits, batch.rollout.mask[idx])
+        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):  # H, with grad as a bonus
+            ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
         if cfg.entropy_coef > 0:
             loss = loss - cfg.entropy_coef * ent
         return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **clip_stats}
-
-
-def informative_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """A bool [B] mask of the rows whose group's rewards differ (an all-equal group has A = 0)."""
-    g = rewards.view(-1, group_size)
-    return ((g.max(dim=1).values - g.min(dim=1).values) > 0).repeat_interleave(group_size)
-
-
-def dynamic_sampling(sample, group_size: int, max_resample: int):
-    """DAPO's dynamic sampling: keep only the informative groups of ``sample()`` (which returns
-    ``(rollout, scores, problems)``), sample again until there are as many as one rollout has,
-    at most ``max_resample`` extra rounds. Returns ``(rollout, scores, problems, generated)``;
-    ``generated`` counts every completion sampled, kept or not (the cost)."""
-    G, parts, kept, generated, have = group_size, [], [], 0, 0
-    for _ in range(max_resample + 1):
-        ro, scores, problems = sample()
-        generated += ro.batch_size
-        idx = informative_groups(scores.sum(dim=1), G).nonzero().squeeze(1)
-        idx = idx[: (ro.batch_size // G - have) * G]
-        if len(idx):
-            parts.append((ro.select(idx), scores[idx]))
-            kept += [problems[i] for i in idx.tolist()]
-            have += len(idx) // G
-        if have >= ro.batch_size // G:
-            break
-    if not parts:  # nothing informative at all: the last (all-equal) batch
-        return ro, scores, problems, generated
-    T = max(s.shape[1] for _, s in parts)
-    scores = torch.cat([torch.nn.functional.pad(s, (0, T - s.shape[1])) for _, s in parts])
-    return Rollout.concat([r for r, _ in parts]), scores, kept, generated

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import functional as Fn
-from .base import LOSS_TYPES, Algorithm, Batch, kl_kind, validate
+from .base import LOSS_TYPES, Algorithm, Batch, validate
 from .critic import Critic
 
 
@@ -51,8 +51,8 @@ class PPOConfig:
         validate(self)
 
     @property
-    def kl_kind(self) -> str:
-        return kl_kind(self)
+    def kl_kind(self) -> str:  # the KL estimator: kl_estimator, else k1 in the reward, k3 in the loss
+        return self.kl_estimator or ("k3" if self.kl_placement == "loss" else "k1")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,7 +73,7 @@ class PPO(Algorithm):
         ref_logp = self.reference_logprobs(rollout)  # log pi_ref, when beta > 0 (a forward)
         if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_t = score_t - beta * KL_t
             scores, rewards = Fn.kl_penalized_rewards(
-                scores, rollout.logprobs, ref_logp, mask, cfg.beta, kind=kl_kind(cfg)
+                scores, rollout.logprobs, ref_logp, mask, cfg.beta, kind=cfg.kl_kind
             )
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)
@@ -82,7 +82,18 @@ class PPO(Algorithm):
         if cfg.whiten_advantages:
             adv = Fn.masked_whiten(adv, loss_mask if loss_mask.sum() > 0 else mask)
         stats = {"value_mean": float(Fn.masked_mean(values, mask))}
-        return Batch(rollout, scores, rewards, loss_mask, rollout.logprobs, ref_logp, adv, returns, values, stats)
+        return Batch(
+            rollout,
+            scores,
+            rewards,
+            mask=loss_mask,
+            old_logp=rollout.logprobs,
+            ref_logp=ref_logp,
+            advantages=adv,
+            returns=returns,
+            old_values=values,
+            stats=stats,
+        )
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         cfg, mask = self.config, batch.mask[idx]
@@ -91,7 +102,7 @@ class PPO(Algorithm):
             logp, batch.old_logp[idx], batch.advantages[idx], cfg.eps_low, cfg.eps_high, mask=mask
         )
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * KL_t in the loss instead of the reward
-            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], kl_kind(cfg))
+            per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
         loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES[cfg.loss_type], cfg.max_length)
         ent = self.entropy(logits, batch.rollout.mask[idx])
         if cfg.entropy_coef > 0:

@@ -1,0 +1,71 @@
+"""The ladder reads as the README says: one default GRPO update, from the loop to
+``backward()``, runs code in train.py, algorithms/grpo.py, functional.py and rollout.py (and
+the network's forward in model.py) and in no other file of grpo_edu."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import grpo_edu
+from grpo_edu import make_algorithm
+from grpo_edu.rollout import sample_batch
+from grpo_edu.train import collect, update
+
+PKG = Path(grpo_edu.__file__).resolve().parent
+
+
+def _files_run(fn):
+    """The grpo_edu files (relative paths) whose Python code runs during ``fn()``."""
+    seen = set()
+
+    def tracer(frame, event, arg):
+        path = Path(frame.f_code.co_filename)
+        if event == "call" and path.is_absolute() and PKG in path.resolve().parents:
+            seen.add(path.resolve().relative_to(PKG).as_posix())
+
+    previous = sys.getprofile()
+    sys.setprofile(tracer)
+    try:
+        out = fn()
+    finally:
+        sys.setprofile(previous)
+    return seen, out
+
+
+def _one_update(algo, task, reference):
+    """One step of train()'s loop: collect a rollout (sample + score), then update on it."""
+    policy = grpo_edu.TinyGPT(reference.config)
+    policy.load_state_dict(reference.state_dict())
+    algo.setup(policy, reference, generator=torch.Generator().manual_seed(1))
+    rng, gen, G = np.random.default_rng(0), torch.Generator().manual_seed(0), algo.config.group_size
+
+    def sample():  # as train() samples
+        return sample_batch(algo.sampling_policy(), task, 64 // G, G, rng, gen, algo.config.temperature)
+
+    def step():
+        ro, scores, _, _ = collect(algo, sample)
+        return update(algo, ro, scores)
+
+    return _files_run(step)
+
+
+def test_one_default_grpo_update_opens_the_ladder_files_only(task, reference):
+    seen, stats = _one_update(make_algorithm("grpo"), task, reference)
+    assert stats["updates"] == 4 and stats["grad_norm"] > 0  # it did update: 2 epochs x 2 minibatches
+    seen.discard("tokenizer.py")  # the world's (the task encodes, the rollout decodes): envs' after the move
+    assert seen == {"train.py", "algorithms/grpo.py", "functional.py", "rollout.py", "model.py"}
+
+
+def test_the_extras_run_only_with_their_knob(task, reference):
+    """Each production extra is in its named place, reached only when its knob is on."""
+    for knobs, where in [
+        (dict(dynamic_sampling=True), "algorithms/grpo_extras.py"),
+        (dict(loss_type="cispo"), "algorithms/grpo_extras.py"),
+        (dict(importance_sampling_level="sequence"), "algorithms/grpo_extras.py"),
+        (dict(sampler_dtype="bfloat16"), "algorithms/sampler.py"),
+    ]:
+        seen, _ = _one_update(make_algorithm("grpo", **knobs), task, reference)
+        assert where in seen, knobs
+        assert "algorithms/base.py" not in seen, knobs
