@@ -1,9 +1,12 @@
 """grpo-edu: learn GRPO by building it, on a tiny transformer that learns arithmetic.
 
-    from grpo_edu import get_preset, reference_policy, make_algorithm, train
+    from grpo_edu import get_preset, make_task, reference_policy, make_algorithm, train
     preset = get_preset("auto")                  # "cpu" on a laptop, "gpu" with CUDA
-    reference = reference_policy(preset)         # SFT warm start, cached
-    history = train(make_algorithm("grpo"), reference=reference, preset=preset)
+    task = make_task(preset)                     # the arithmetic world
+    reference = reference_policy(preset, task=task)  # SFT warm start, cached
+    history = train(make_algorithm("grpo"), task=task, reference=reference, preset=preset)
+
+(``train_from_preset(make_algorithm("grpo"), preset="cpu")`` builds the task and the reference.)
 
 The functional core (`grpo_edu.functional`) holds one function per equation; the
 algorithms call it through the module, so `plug(name=fn)` swaps in your own version
@@ -20,7 +23,7 @@ from .algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, Reinforce, ReinforceB
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT, ValueModel
 from .presets import get_preset, make_task, setup_torch
-from .reference import reference_policy
+from .reference import reference_policy, train_from_preset
 from .rollout import Rollout, generate, sample_batch, sequence_logprobs
 from .sft import SFTConfig
 from .tokenizer import CharTokenizer
@@ -102,5 +105,6 @@ __all__ = [
     "sequence_logprobs",
     "setup_torch",
     "train",
+    "train_from_preset",
     "update",
 ]

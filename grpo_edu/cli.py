@@ -279,10 +279,10 @@ def _compare(args, preset, progress):
 
 def _train(args, preset, progress):
     from .algorithms import make_algorithm
-    from .train import train
+    from .reference import train_from_preset
 
     print(f"training {args.algo} ({preset.name} preset, seed {preset.seed})")
-    h = train(make_algorithm(args.algo), preset=preset, steps=args.steps, progress=progress)
+    h = train_from_preset(make_algorithm(args.algo), preset=preset, steps=args.steps, progress=progress)
     for e in h.evals:
         print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
 

@@ -26,6 +26,7 @@ from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT
 from .presets import make_task, resolve_preset
 from .sft import SFTConfig, train_sft
+from .train import train
 
 FORMAT_VERSION = 2
 
@@ -148,3 +149,16 @@ def reference_policy(
     for p in policy.parameters():
         p.requires_grad_(True)
     return (policy, info) if return_info else policy
+
+
+def train_from_preset(algorithm, task=None, reference=None, policy=None, preset="cpu", progress: bool = True, **kw):
+    """`grpo_edu.train` from a preset (a `Preset` or its name): the preset's task and its cached
+    SFT reference (`reference_policy`) when not given, then the one loop on them. ``kw``: the
+    budget and the rest of `grpo_edu.train`'s arguments (``steps``, ``seed``, ``name``, ...).
+
+        h = train_from_preset(make_algorithm("grpo"), preset="cpu", steps=20)"""
+    preset = resolve_preset(preset)
+    task = task or make_task(preset)
+    if reference is None:
+        reference = reference_policy(preset, task=task, progress=progress)
+    return train(algorithm, task, reference, policy, preset, progress=progress, **kw)

@@ -27,8 +27,6 @@ import torch
 
 from . import functional as Fn
 from .evaluation import evaluate
-from .presets import make_task, resolve_preset
-from .reference import reference_policy
 from .rollout import sample_batch
 
 
@@ -185,12 +183,25 @@ def _resolve_budget(preset, algorithm, reward_kind, steps, seconds, samples, seq
     return steps, seq_per_step, preset.seed if seed is None else seed, eval_every or preset.eval_every
 
 
+def _check_start(task, reference, preset):
+    """train() takes what it starts from: a task, a reference, a preset (its budget's defaults)."""
+    missing = [n for n, v in (("task", task), ("reference", reference), ("preset", preset)) if v is None]
+    if missing or isinstance(preset, str):
+        what = ", ".join(missing) if missing else f"preset={preset!r} as a Preset"
+        raise ValueError(
+            f"train() takes the task, the reference it starts from and the preset: pass {what} "
+            "(preset = grpo_edu.get_preset('cpu'), task = grpo_edu.make_task(preset), reference = "
+            "grpo_edu.reference_policy(preset, task=task)), or call grpo_edu.train_from_preset(algorithm, "
+            "preset='cpu', ...), which builds them"
+        )
+
+
 def train(
     algorithm,
     task=None,
     reference=None,
     policy=None,
-    preset="cpu",
+    preset=None,
     steps: int | None = None,
     seconds: float | None = None,
     samples: int | None = None,
@@ -202,8 +213,12 @@ def train(
     progress: bool = True,
     name: str | None = None,
 ) -> History:
-    """Train ``policy`` (default: a copy of the reference) with ``algorithm``.
+    """Train ``policy`` (default: a copy of ``reference``) with ``algorithm`` on ``task``.
 
+    ``reference`` is the policy the run starts from (and pi_ref of the KL penalty), ``preset``
+    (a `Preset`) gives the defaults of the budget; train() takes them, it does not build them:
+    ``grpo_edu.reference_policy(preset)`` builds (or loads) the SFT reference, and
+    ``grpo_edu.train_from_preset`` builds what is not given and calls this.
     Budget: ``steps`` (default the preset's), or ``seconds`` of training wall time, or
     ``samples`` sampled completions, whichever ends first; ``target_accuracy`` stops early.
     ``samples`` counts every generated completion (with dynamic sampling, also the ones
@@ -216,9 +231,7 @@ def train(
     """
     from tqdm.auto import tqdm
 
-    preset = resolve_preset(preset)
-    task = task or make_task(preset)
-    reference = reference if reference is not None else reference_policy(preset, task=task, progress=progress)
+    _check_start(task, reference, preset)
     policy = policy if policy is not None else copy.deepcopy(reference)
     steps, seq_per_step, seed, eval_every = _resolve_budget(
         preset, algorithm, reward_kind, steps, seconds, samples, sequences_per_step, seed, eval_every

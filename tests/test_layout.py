@@ -1,11 +1,13 @@
 """The ladder reads as the README says: one default GRPO update, from the loop to
 ``backward()``, runs code in train.py, algorithms/grpo.py, functional.py and rollout.py (and
-the network's forward in model.py) and in no other file of grpo_edu."""
+the network's forward in model.py) and in no other file of grpo_edu; train() takes the
+reference it starts from (the lab's `train_from_preset` builds one)."""
 
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import grpo_edu
@@ -69,3 +71,22 @@ def test_the_extras_run_only_with_their_knob(task, reference):
         seen, _ = _one_update(make_algorithm("grpo", **knobs), task, reference)
         assert where in seen, knobs
         assert "algorithms/base.py" not in seen, knobs
+
+
+def test_train_takes_the_reference_it_starts_from(task, reference, cpu_preset):
+    algo = make_algorithm("grpo")
+    with pytest.raises(ValueError, match="pass reference .*train_from_preset"):
+        grpo_edu.train(algo, task=task, preset=cpu_preset, steps=1)
+    with pytest.raises(ValueError, match="pass task, reference, preset"):
+        grpo_edu.train(algo, steps=1)
+    with pytest.raises(ValueError, match="preset='cpu' as a Preset"):
+        grpo_edu.train(algo, task, reference, preset="cpu", steps=1)
+
+
+def test_train_from_preset_builds_what_train_takes(task, reference, cpu_preset):
+    """The lab's convenience: the preset's task and cached reference, then the same loop."""
+    kw = dict(steps=1, sequences_per_step=64, eval_every=1, seed=0, progress=False)
+    a = grpo_edu.train_from_preset(make_algorithm("grpo"), preset=cpu_preset, **kw)
+    b = grpo_edu.train(make_algorithm("grpo"), task, reference, preset=cpu_preset, **kw)
+    strip = lambda h: [{k: v for k, v in s.items() if k != "seconds"} for s in h.steps]  # noqa: E731
+    assert strip(a) == strip(b) and [e["accuracy"] for e in a.evals] == [e["accuracy"] for e in b.evals]
