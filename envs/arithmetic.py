@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from grpo_edu.tokenizer import CharTokenizer
+from envs.tokenizer import CharTokenizer
 
 OPS = ("+", "-", "*")
 MAX_DIGITS = 6

@@ -29,13 +29,13 @@ def test_ruff_format():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """grpo_edu's modules -> the grpo_edu modules they import (any level, lazy imports too)."""
+def _import_graph(packages=("grpo_edu", "envs")) -> dict[str, set[str]]:
+    """The modules of ``packages`` -> the modules of those packages they import (any level, lazy
+    imports too)."""
     import ast
 
-    pkg_root = ROOT / "grpo_edu"
     mods = {}
-    for p in pkg_root.rglob("*.py"):
+    for p in (q for pkg in packages for q in (ROOT / pkg).rglob("*.py")):
         parts = p.relative_to(ROOT).with_suffix("").parts
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
 
@@ -52,10 +52,10 @@ def _import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.ImportFrom):
                 base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
                 target = ".".join(base + ([node.module] if node.module else []))
-                if target.startswith("grpo_edu"):
+                if target.split(".")[0] in packages:
                     edges |= {known(f"{target}.{a.name}") for a in node.names}
             elif isinstance(node, ast.Import):
-                edges |= {known(a.name) for a in node.names if a.name.startswith("grpo_edu")}
+                edges |= {known(a.name) for a in node.names if a.name.split(".")[0] in packages}
         graph[name] = {e for e in edges if e != name}
     return graph
 
@@ -98,12 +98,20 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_imports_go_one_way():
-    """No import cycle among grpo_edu's modules (a package's __init__ re-exporting its own
-    submodules excepted): the functional core at the bottom, the loop above the algorithms,
-    measurement, experiments and the CLI on top."""
+    """No import cycle among the modules of grpo_edu and envs (a package's __init__ re-exporting
+    its own submodules excepted): the environments at the bottom (they import nothing of
+    grpo_edu), then the functional core, the loop above the algorithms, measurement,
+    experiments and the CLI on top."""
     graph = _import_graph()
+    envs_up = sorted(
+        f"{m} -> {e}" for m, es in graph.items() if m.split(".")[0] == "envs" for e in es if "envs" != e.split(".")[0]
+    )
+    assert envs_up == []  # envs imports nothing of grpo_edu
+    assert any(e.startswith("envs") for e in graph["grpo_edu.presets"])  # the graph sees grpo_edu -> envs
     assert "grpo_edu.train" in graph and not any(e.startswith("grpo_edu.algorithms") for e in graph["grpo_edu.train"])
     for pkg in [m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()]:
         graph[pkg] = {e for e in graph[pkg] if not e.startswith(pkg + ".")}  # re-exports point down
     assert _cycles(graph) == []
     assert not any(e.startswith("grpo_edu.train") for e in graph["grpo_edu.algorithms.base"])  # the loop is above
+    # the loop takes the reference, it does not build it: below the warm start (presets, SFT, reference)
+    assert not graph["grpo_edu.train"] & {"grpo_edu.presets", "grpo_edu.reference", "grpo_edu.sft"}
