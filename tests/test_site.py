@@ -17,6 +17,7 @@ import base64
 import functools
 import http.server
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,37 @@ def test_code_stays_code(code):
 )
 def test_plain_text_that_rst_would_misread_is_escaped(prose, rst):
     assert site_ext._inline(prose) == rst
+
+
+@pytest.mark.parametrize(
+    "note, latex",
+    [
+        # prose stays text, the math in it is typeset inside the text ($...$)
+        (
+            "unbiased for KL(pi||pi_ref), >= 0",
+            r"\text{unbiased for $\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})$, $\ge 0$}",
+        ),
+        ("(optionally clipped around V_old)", r"\text{(optionally clipped around $V_{\text{old}}$)}"),
+        ("E[b(s_t) grad log pi] = 0, so", r"\text{$\mathbb{E}[b(s_{t}) \nabla \log \pi] = 0$, so}"),
+        # a quoted value or an assignment is code: typewriter, straight quotes, \_ for _
+        ('GRPO paper; TRL loss_type="grpo"', r'\text{GRPO paper; TRL \texttt{loss\_type="grpo"}}'),
+        ('"sequence_mean"', r'\text{\texttt{"sequence\_mean"}}'),
+        # words that are not math stay words ("a" is an article, "/" a slash)
+        ("(drop a token / the sequence)", r"\text{(drop a token / the sequence)}"),
+    ],
+)
+def test_a_note_beside_a_display_is_text_with_its_math_typeset(note, latex):
+    assert site_ext._text(note) == latex
+
+
+def test_a_display_row_types_its_label_and_note_as_text_and_code():
+    """A bare ``_`` in text mode is a MathJax error; textmacros reads ``\\_`` inside ``\\text``."""
+    row = site_ext._equation_line('"sequence_mean": 1/B sum_i 1/|o_i| sum_t L_it    GRPO paper; TRL loss_type="grpo"')
+    label, _, rest = row.partition(r"\quad ")
+    equation, _, note = rest.partition(r"\qquad")
+    assert label == r'\text{\texttt{"sequence\_mean"}}'
+    assert equation == r"&1/B \sum_{i} 1/|o_{i}| \sum_{t} L_{it}"
+    assert note == r'\text{GRPO paper; TRL \texttt{loss\_type="grpo"}}'
 
 
 def _mini_build(tmp_path: Path, body: str, page: str = "index.rst") -> tuple[int, str]:
@@ -274,14 +306,20 @@ _SETTLE = """(async () => {
                  .map(e => e.textContent.slice(0, 60)),
     typeset: document.querySelectorAll('mjx-container').length,
     raw_dollars: prose.textContent.includes('$$'),
+    // what MathJax typeset, as text (its MathML): a backslash there is TeX that was not read
+    raw_tex: [...document.querySelectorAll('mjx-container')]
+               .map(m => (m.querySelector('mjx-assistive-mml') || m).textContent)
+               .filter(t => t.includes(String.fromCharCode(92))).map(t => t.slice(0, 80)),
+    math_errors: [...document.querySelectorAll('mjx-container')].filter(m => m.querySelector('merror, mjx-merror'))
+                   .map(m => m.querySelector('merror, mjx-merror').textContent.slice(0, 80)),
   };
 })()"""
 
 
 def _pages(site: Path) -> list[str]:
-    """Every page but the top-level redirect to course/site/index.html."""
+    """Every page of the build (the top-level index.html is a small page that links to the start page)."""
     pages = (p.relative_to(site).as_posix() for p in site.rglob("*.html"))
-    return sorted(p for p in pages if not p.startswith(("_static/", "_sources/", "_images/")) and p != "index.html")
+    return sorted(p for p in pages if not p.startswith(("_static/", "_sources/", "_images/")))
 
 
 def test_every_page_reads_in_a_browser(site, browser):
@@ -300,6 +338,10 @@ def test_every_page_reads_in_a_browser(site, browser):
             problems.append(f"{page}: math not typeset: {state['untypeset'][:3]}")
         if state["raw_dollars"]:
             problems.append(f"{page}: a raw $$ in the text")
+        if state["raw_tex"]:
+            problems.append(f"{page}: a backslash left in typeset math: {state['raw_tex'][:3]}")
+        if state["math_errors"]:
+            problems.append(f"{page}: MathJax could not typeset: {state['math_errors'][:3]}")
         for ev in cdp.events:
             if ev.get("method") == "Network.requestWillBeSent":
                 url = ev["params"]["request"]["url"]
@@ -316,17 +358,47 @@ def test_every_page_reads_in_a_browser(site, browser):
         assert typeset[f"notebooks/{stem}.html"] >= 10, typeset
 
 
+def test_the_top_of_the_build_is_a_page_that_links_to_the_course(site, browser):
+    """No redirect (a meta refresh kept a headless screenshot from finishing): a page that loads
+    within its time budget, and whose links lead to the start page and the rest of the course."""
+    cdp, base = browser
+    cdp.send("Page.navigate", url=base)
+    cdp.wait_event("Page.loadEventFired", timeout=10)
+    state = cdp.eval(
+        "({path: location.pathname, refresh: !!document.querySelector('meta[http-equiv=refresh]'),"
+        " links: [...document.links].map(a => a.getAttribute('href'))})"
+    )
+    assert state["path"] == "/" and not state["refresh"], state
+    assert state["links"][0] == "course/site/index.html", state
+    for href in state["links"]:
+        assert (site / href).is_file(), href
+    # and a plain headless screenshot of it ends, within a budget, with a picture
+    png = site.parent / "screenshots" / "root.png"
+    png.parent.mkdir(exist_ok=True)
+    png.unlink(missing_ok=True)
+    profile = site.parent / "chromium-root-profile"
+    run = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}", "--timeout=10000"]
+        + ["--window-size=1280,900", f"--screenshot={png}", base],
+        capture_output=True,
+        timeout=60,
+    )
+    shutil.rmtree(profile, ignore_errors=True)
+    assert run.returncode == 0 and png.stat().st_size > 5_000, run.stderr[-2000:]
+
+
 def test_navigation_lists_the_notebooks_in_course_order(site, browser):
     cdp, base = browser
-    cdp.goto(base)  # the top of the build redirects to the start page: a second load
-    cdp.wait_event("Page.loadEventFired", timeout=15)
-    assert cdp.eval("location.pathname") == "/course/site/index.html"
     cdp.goto(base + "course/site/index.html")
     hrefs = cdp.eval(
         "[...document.querySelectorAll('nav.bd-docs-nav a.reference.internal')].map(a => a.href)", timeout=10
     )
     order = [h.rsplit("/", 1)[-1].removesuffix(".html") for h in hrefs if "/notebooks/" in h]
     assert order == NOTEBOOKS
+    # the README's entry is named by conf.py's site_nav_titles, not by its heading (once "grpo-edu")
+    first = cdp.eval("document.querySelector('nav.bd-docs-nav a.reference.internal').textContent.trim()")
+    assert first == "Start here", first
+    assert hrefs[0].endswith("/README.html"), hrefs[:2]
     assert NOTEBOOKS[:7] == [
         "00_arithmetic_world",
         "01_reinforce",
@@ -336,6 +408,94 @@ def test_navigation_lists_the_notebooks_in_course_order(site, browser):
         "05_side_by_side",
         "06_graduate_to_trl",
     ]
+
+
+WIDTHS = [1280, 1920]  # common desktop widths: a laptop and a full-HD screen
+# A figure's text must be readable as shown: the notebooks draw at 100 dpi with 10-pt text
+# (grpo_edu/plotstyle.py), 10 / 72 * 100 = 13.9 px in the image; shown at >= 0.65 of its
+# natural width, that text is >= 9 px on the screen.
+FIGURE_SCALE_MIN = 0.65
+
+_LAYOUT = """(() => {
+  const article = document.querySelector('article.bd-article') || document.body;
+  const visible = e => e.getClientRects().length > 0;
+  const text = e => (e.querySelector('mjx-assistive-mml') || e).textContent.trim().replace(/\\s+/g, ' ').slice(0, 60);
+  return {
+    column: article.clientWidth,
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    blocks: [...article.querySelectorAll('pre, div.highlight, div.cell_output, div.output')]
+      .filter(e => visible(e) && e.scrollWidth > e.clientWidth + 1)
+      .map(e => `${e.scrollWidth} px in ${e.clientWidth} px: ${text(e)}`),
+    figures: [...article.querySelectorAll('img')].filter(i => visible(i) && i.naturalWidth > 100)
+      .map(i => [i.getBoundingClientRect().width, i.naturalWidth, (i.alt || i.getAttribute('src')).slice(0, 50)])
+      .filter(([shown, natural]) => shown < FIGURE_SCALE_MIN * natural)
+      .map(([shown, natural, name]) => `${natural} px shown at ${Math.round(shown)} px: ${name}`),
+    displays: [...article.querySelectorAll('mjx-container[display="true"]')].filter(visible)
+      .map(m => [m.querySelector('mjx-math').getBoundingClientRect().width, m.clientWidth, text(m)])
+      .filter(([wide, room]) => wide > room + 1)
+      .map(([wide, room, t]) => `${Math.round(wide)} px in ${room} px: ${t}`),
+  };
+})()""".replace("FIGURE_SCALE_MIN", str(FIGURE_SCALE_MIN))
+
+
+def _viewport(cdp: CDP, width: int) -> None:
+    cdp.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_printed_number_and_figure_fits_its_column(site, browser, width):
+    """At 1280 and 1920 px, on every page: no code or output block wider than its column (a
+    long line wraps instead of hiding its end behind a sideways scroll), no display wider than
+    its column, no page that scrolls sideways, every figure shown at >= FIGURE_SCALE_MIN."""
+    cdp, base = browser
+    _viewport(cdp, width)
+    problems, columns = [], {}
+    try:
+        for page in _pages(site):
+            cdp.goto(base + page)
+            cdp.eval(_SETTLE, timeout=30)
+            state = cdp.eval(_LAYOUT, timeout=20)
+            columns[page] = state["column"]
+            problems += [f"{page}: a block scrolls sideways, {b}" for b in state["blocks"]]
+            problems += [f"{page}: a display is wider than its column, {d}" for d in state["displays"]]
+            problems += [f"{page}: a figure is too small to read, {f}" for f in state["figures"]]
+            if state["page"] > 1:
+                problems.append(f"{page}: the page scrolls sideways by {state['page']} px")
+    finally:
+        _viewport(cdp, 1280)
+    assert not problems, "\n".join(problems)
+    # the article is the page's widest part: at 1280 px a 1560 px figure still fits the rule
+    assert columns["notebooks/04_grpo.html"] >= {1280: 1015, 1920: 1200}[width], columns["notebooks/04_grpo.html"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_one_search_box_and_the_page_contents_at_hand(site, browser, width):
+    """One search field (the sidebar's); the page's contents beside the article at 1920 px and,
+    at 1280 px where the article needs the room, behind the article header's list button."""
+    cdp, base = browser
+    _viewport(cdp, width)
+    try:
+        cdp.goto(base + "notebooks/04_grpo.html")
+        visible = "(e => !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden')"
+        state = cdp.eval(f"""(() => {{ const vis = {visible};
+          return {{search: [...document.querySelectorAll('.search-button__button, form.bd-search')].filter(vis).length,
+                  aside: vis(document.querySelector('#pst-secondary-sidebar')),
+                  toggle: vis(document.querySelector('.bd-header-article button.secondary-toggle'))}}; }})()""")
+        assert state["search"] == 1, state
+        if width >= 1600:
+            assert state["aside"], state
+            return
+        assert not state["aside"] and state["toggle"], state
+        links = cdp.eval(f"""(async () => {{ const vis = {visible};
+          document.querySelector('.bd-header-article button.secondary-toggle').click();
+          await new Promise(r => setTimeout(r, 300));
+          const dialog = document.querySelector('#pst-secondary-sidebar-modal');
+          if (!dialog || !dialog.open) return null;
+          return [...dialog.querySelectorAll('nav.page-toc a')].filter(vis)
+                   .filter(a => a.getBoundingClientRect().right <= innerWidth).length; }})()""")
+        assert links and links >= 10, links  # 04 has a dozen sections and more
+    finally:
+        _viewport(cdp, 1280)
 
 
 def test_search_finds_group_advantages(site, browser):
@@ -358,25 +518,49 @@ def test_search_finds_group_advantages(site, browser):
     assert any(h.startswith("notebooks/04_grpo.html") for h in found), found
 
 
-def test_screenshot_of_a_notebook_page(site, browser):
-    """The CI artifact: notebook 04 as a reader sees it, first screen (a look, not a pixel test)."""
+SCREENSHOTS = ["notebooks/04_grpo.html", "notebooks/07_where_each_idea_pays.html", "course/site/api/functional.html"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_screenshots(site, browser, width):
+    """The CI artifacts: notebooks 04 and 07 and the functional core's API page as a reader
+    sees them at 1280 and 1920 px (first screen, then the first figure with the text around
+    it): a look, not a pixel test."""
     cdp, base = browser
-    cdp.goto(base + "notebooks/04_grpo.html")
-    cdp.eval(_SETTLE, timeout=30)
     folder = site.parent / "screenshots"
     folder.mkdir(exist_ok=True)
-    top = folder / "04_grpo.png"
-    top.write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
-    # then the first figure with the text around it (a notebook output, with math nearby)
-    assert cdp.eval(
-        "(() => { const i = document.querySelector('.cell_output img'); if (!i) return false; "
-        "i.scrollIntoView({block: 'center'}); return true; })()"
-    )
-    time.sleep(0.3)
-    figure = folder / "04_grpo_figure.png"
-    figure.write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
-    for png in (top, figure):
-        assert png.stat().st_size > 20_000  # a blank page is a few kB
+    _viewport(cdp, width)
+    shots = []
+    try:
+        for page in SCREENSHOTS:
+            cdp.goto(base + page)
+            cdp.eval(_SETTLE, timeout=30)
+            stem = f"{Path(page).stem}_{width}"
+            shots.append(folder / f"{stem}.png")
+            shots[-1].write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
+            if cdp.eval(
+                "(() => { const i = document.querySelector('.cell_output img'); if (!i) return false; "
+                "i.scrollIntoView({block: 'center'}); return true; })()"
+            ):
+                time.sleep(0.3)
+                shots.append(folder / f"{stem}_figure.png")
+                shots[-1].write_bytes(base64.b64decode(cdp.send("Page.captureScreenshot", format="png")["data"]))
+    finally:
+        _viewport(cdp, 1280)
+    assert len(shots) == 5  # two notebooks with figures, an API page without
+    for png in shots:
+        assert png.stat().st_size > 20_000, png  # a blank page is a few kB
+
+
+def test_a_tagged_display_with_line_breaks_is_not_wrapped_in_split(tmp_path):
+    """Sphinx wraps a display holding ``\\\\`` in ``split``, where MathJax refuses ``\\tag``."""
+    body = "Page\n====\n\n.. math::\n\n   a &= b \\\\\n   c &= d \\tag{1}\n\n.. math::\n\n   e &= f \\\\\n   g &= h\n"
+    status, warnings = _mini_build(tmp_path, body)
+    assert status == 0, warnings
+    html = (tmp_path / "out" / "index.html").read_text()
+    tagged, untagged = re.findall(r'<div class="math[^"]*">(.*?)</div>', html, re.S)
+    assert tagged.strip().startswith(r"\[a &amp;= b") and r"\tag{1}\]" in tagged and "split" not in tagged
+    assert r"\begin{split}" in untagged  # without a tag Sphinx's wrapping stays
 
 
 def test_a_markdown_link_to_a_missing_notebook_fails_the_build(tmp_path):

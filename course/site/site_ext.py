@@ -443,10 +443,11 @@ class TaggedDisplays(SphinxTransform):
     def apply(self, **kwargs) -> None:
         for node in list(self.document.findall(nodes.math_block)):
             latex = node.astext()
-            if r"\tag" not in latex or r"\\" not in latex or node.get("nowrap") or node.get("number"):
+            nowrap = node.get("no-wrap", node.get("nowrap", False))  # Sphinx 9's name, then the old one
+            if r"\tag" not in latex or r"\\" not in latex or nowrap or node.get("number"):
                 continue
             node.children = [nodes.Text(r"\[" + latex + r"\]")]
-            node["nowrap"] = True
+            node["no-wrap"] = node["nowrap"] = True
 
 
 def importable(dotted: str) -> bool:
