@@ -58,6 +58,7 @@ from course.site.__main__ import DEFAULT_OUT  # noqa: E402
         ("grad J(theta) ~= g", r"\nabla J(\theta) \approx g"),
         ("B = n_prompts * group_size", r"B = \mathrm{n\_prompts} \, \mathrm{group\_size}"),
         ("r_{i,t} = r_phi(q, a_{i,<=t})", r"r_{i,t} = r_{\phi}(q, a_{i,\le t})"),
+        ("s_i = (pi_theta / pi_old) ** (1/|y_i|)", r"s_{i} = (\pi_{\theta} / \pi_{\text{old}})^{1/|y_{i}|}"),
     ],
 )
 def test_plain_text_equations_become_latex(text, latex):
@@ -107,11 +108,16 @@ def test_a_note_beside_a_display_is_text_with_its_math_typeset(note, latex):
     assert site_ext._text(note) == latex
 
 
+def test_a_note_after_two_spaces_before_a_parenthesis_is_text():
+    row = site_ext._equation_line("sequence:  log r_i  = sum_t m_it log w_it  (no 1/|y_i|)")
+    assert row == r"\text{sequence}\quad \log r_{i} &= \sum_{t} m_{it} \log w_{it} && \text{(no $1/|y_{i}|$)}"
+
+
 def test_a_display_row_types_its_label_and_note_as_text_and_code():
     """A bare ``_`` in text mode is a MathJax error; textmacros reads ``\\_`` inside ``\\text``."""
     row = site_ext._equation_line('"sequence_mean": 1/B sum_i 1/|o_i| sum_t L_it    GRPO paper; TRL loss_type="grpo"')
     label, _, rest = row.partition(r"\quad ")
-    equation, _, note = rest.partition(r"\qquad")
+    equation, _, note = rest.partition(" && ")
     assert label == r'\text{\texttt{"sequence\_mean"}}'
     assert equation == r"&1/B \sum_{i} 1/|o_{i}| \sum_{t} L_{it}"
     assert note == r'\text{GRPO paper; TRL \texttt{loss\_type="grpo"}}'

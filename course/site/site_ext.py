@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import re
 
 from docutils import nodes
@@ -119,8 +120,28 @@ _RELATIONS = {
 }
 
 
+def _power(expr: str) -> str | None:
+    """``x ** (1/|y|)`` (Python's power) -> ``x^{1/|y|}``; None without a ``**``."""
+    m = re.search(r"\s*\*\*\s*", expr)
+    if not m:
+        return None
+    head, rest = expr[: m.start()], expr[m.end() :]
+    if rest.startswith("("):
+        depths = itertools.accumulate({"(": 1, ")": -1}.get(ch, 0) for ch in rest)
+        close = next((k for k, depth in enumerate(depths) if depth == 0), len(rest))
+        power, tail = rest[1:close], rest[close + 1 :]
+    else:
+        word = re.match(r"[\w.]*", rest).group(0)
+        power, tail = word, rest[len(word) :]
+    space = " " if tail[:1].isspace() else ""
+    return to_latex(head) + "^{" + to_latex(power) + "}" + space + to_latex(tail)
+
+
 def to_latex(expr: str) -> str:
     """Translate one expression of the plain-text notation to LaTeX."""
+    powered = _power(expr)
+    if powered is not None:
+        return powered.strip()
     out: list[str] = []
     tokens = _TOKEN.findall(expr)
     bars = 0
@@ -159,7 +180,7 @@ def _equation_line(line: str) -> str | None:
     m = _LABEL.match(s)
     if m:
         label, s = m.group("label"), m.group("rest")
-    parts = re.split(r"\s{3,}", s, maxsplit=1)
+    parts = re.split(r"\s{3,}|\s{2,}(?=\()", s, maxsplit=1)  # a note: after 3 spaces, or 2 before "("
     eq, note = parts[0].strip(), (parts[1].strip() if len(parts) > 1 else "")
     if not looks_like_math(eq):
         return None
@@ -169,7 +190,7 @@ def _equation_line(line: str) -> str | None:
     if label:
         row = _text(label) + r"\quad " + row
     if note:
-        row += r"\qquad" + _text(note)
+        row += " && " + _text(note)  # a column of its own: the notes of a display line up
     return row
 
 
