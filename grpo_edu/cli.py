@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 
-ALGOS = ("reinforce", "baseline", "ppo", "grpo")
 COMPARE_SECONDS = 30.0  # compare --budget seconds without --seconds
 
 
@@ -144,7 +143,9 @@ def _parser() -> argparse.ArgumentParser:
         help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
     )
     t = verb("train", "one training run from the reference, its learning curve")
-    t.add_argument("--algo", default="grpo", choices=ALGOS, help="which algorithm")
+    from .algorithms import ALGORITHMS
+
+    t.add_argument("--algo", default="grpo", choices=list(ALGORITHMS), help="which algorithm")
     t.add_argument("--steps", type=_int(1), default=None, metavar="N", help="RL steps (default: the preset's)")
     r = verb("reference", "build (or load) the SFT reference policy, its accuracy")
     r.add_argument("--retrain", action="store_true", help="train it again even if it is cached")

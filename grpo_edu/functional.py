@@ -486,7 +486,7 @@ def aggregate_loss(
     max_length = m.shape[1] if max_length is None else max_length
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
         raise ValueError(f"max_length must be a positive int, got {max_length!r}")
-    return masked_sum(per_token_loss, m) / (m.shape[0] * max_length)
+    return masked_normalize(per_token_loss, m, constant=m.shape[0] * max_length)
 
 
 # ------------------------------------------------- the objectives after DAPO (2025-26)

@@ -27,7 +27,7 @@ import torch.nn as nn
 
 from . import functional as Fn
 
-ALGORITHMS = ("reinforce", "baseline")
+MAZE_ALGORITHMS = ("reinforce", "baseline")  # the maze's two estimators (the ladder's: algorithms.ALGORITHMS)
 
 
 class TabularPolicy(nn.Module):
@@ -167,8 +167,8 @@ def greedy_path_length(env, policy: TabularPolicy) -> int | None:
 
 
 def _check_maze_args(algorithm, gamma, episodes_per_step, steps, lr, value_lr, seed) -> None:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if algorithm not in MAZE_ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {MAZE_ALGORITHMS}, got {algorithm!r}")
     if not (isinstance(gamma, (int, float)) and 0.0 <= gamma <= 1.0):
         raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
     _check_int("episodes_per_step", episodes_per_step)

@@ -20,22 +20,12 @@ import math
 import torch
 
 from . import functional as Fn
+from .algorithms import GRPOConfig
+from .algorithms.sampler import sampler_copy
+from .measure.common import flat_grad
 from .rollout import sample_batch, sequence_logprobs
 
 __all__ = ["sampler_copy", "gspo_vs_grpo", "format_gspo_vs_grpo", "sampler_mismatch", "format_sampler_mismatch"]
-
-
-def sampler_copy(policy, dtype=torch.bfloat16):
-    """A frozen copy of ``policy`` in ``dtype`` (weights and compute): the sampler a serving
-    engine runs (vLLM, SGLang serve bfloat16), while the trainer keeps fp32."""
-    sampler = copy.deepcopy(policy).to(dtype).eval()
-    for p in sampler.parameters():
-        p.requires_grad_(False)
-    return sampler
-
-
-def _flat_grad(loss, params):
-    return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params, retain_graph=True)])
 
 
 def _cos(a, b) -> float:
@@ -60,7 +50,7 @@ def gspo_vs_grpo(
     policy = copy.deepcopy(policy).train().requires_grad_(True)  # a copy: a reference may come frozen
     params = list(policy.parameters())
     ro, scores, _ = sample_batch(policy, task, n_prompts, group_size, seed, torch.Generator().manual_seed(seed))
-    adv, st = Fn.group_advantages(Fn.masked_sum(scores, ro.mask, dim=1), group_size, eps=1e-4)
+    adv, st = Fn.group_advantages(Fn.masked_sum(scores, ro.mask, dim=1), group_size, eps=GRPOConfig.adv_eps)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rows = []
     for epoch in range(epochs):
@@ -68,9 +58,9 @@ def gspo_vs_grpo(
         grpo, grpo_st = Fn.clipped_surrogate_loss(logp, ro.logprobs, adv, eps, mask=ro.mask)
         gspo, gspo_st = Fn.gspo_loss(logp, ro.logprobs, adv, ro.mask, eps, eps)
         loss = Fn.aggregate_loss(grpo, ro.mask, "sequence_mean")
-        g_grpo = _flat_grad(loss, params)
-        g_gspo = _flat_grad(Fn.aggregate_loss(gspo, ro.mask, "sequence_mean"), params)
-        g_tok = _flat_grad(Fn.aggregate_loss(grpo, ro.mask, "token_mean"), params)
+        g_grpo = flat_grad(loss, params, retain_graph=True)
+        g_gspo = flat_grad(Fn.aggregate_loss(gspo, ro.mask, "sequence_mean"), params, retain_graph=True)
+        g_tok = flat_grad(Fn.aggregate_loss(grpo, ro.mask, "token_mean"), params, retain_graph=True)
         with torch.no_grad():
             lr_tok = (logp - ro.logprobs) * ro.mask
             rows.append(
@@ -191,7 +181,7 @@ def sampler_mismatch(
     A = R - J[rows]
 
     def grad(weights):  # the gradient of sum_y sum_t weights[y, t] log pi(y_t), weights constant
-        return _flat_grad((weights.float() * lp_t).sum() / n_prompts, params).double()
+        return flat_grad((weights.float() * lp_t).sum() / n_prompts, params, retain_graph=True).double()
 
     per_seq = lambda c: c[:, None].expand_as(mask) * mask  # noqa: E731
     g_star = grad(per_seq(p_t * A))

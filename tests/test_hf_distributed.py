@@ -31,14 +31,14 @@ def run(trl, reference, tmp_path_factory):
     """Two ranks: 2 generations of 32 completions (16 per rank, 8 optimizer steps), then one
     injected update per loss type, each rank writing its gradient."""
     out = tmp_path_factory.mktemp("two-ranks")
-    return L.launch(nproc=2, steps=2, out=out, policy=reference, sequences_per_step=32, parity=P.LOSS_TYPES)
+    return L.launch(nproc=2, steps=2, out=out, policy=reference, sequences_per_step=32, parity=P.PARITY_LOSS_TYPES)
 
 
 @pytest.fixture(scope="module")
 def one_rank(run, task):
     """The same injected updates on one process (this one), with the per-block gradients."""
     return {
-        lt: P.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2) for lt in P.LOSS_TYPES
+        lt: P.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2) for lt in P.PARITY_LOSS_TYPES
     }
 
 
@@ -66,7 +66,7 @@ def test_parameters_are_identical_on_both_ranks_after_training(run):
     assert [s["loss"] for s in r0["steps"]] != [s["loss"] for s in r1["steps"]]  # each rank its own rows' loss
 
 
-@pytest.mark.parametrize("loss_type", P.LOSS_TYPES)
+@pytest.mark.parametrize("loss_type", P.PARITY_LOSS_TYPES)
 def test_one_update_on_two_ranks_against_one_rank(run, one_rank, loss_type):
     """Per rank the loss over its 6 rows, then DDP's mean of the two gradients. grpo (mean over
     sequences), dr_grpo (sum / (sequences x max_completion_length)) and dapo (sum / (all ranks'

@@ -19,13 +19,15 @@ from .. import functional as Fn
 from ..rollout import Rollout, sequence_logprobs
 
 
-def sampler_copy(policy, dtype: str | None, cached=None):
-    """``policy`` itself when ``dtype`` is None, else a frozen copy in that dtype with the
-    policy's current weights (``cached``, a copy made before, is refreshed rather than rebuilt)."""
+def sampler_copy(policy, dtype: str | torch.dtype | None, cached=None):
+    """``policy`` itself when ``dtype`` is None, else a frozen copy in that dtype ("bfloat16" or
+    ``torch.bfloat16``: weights and compute, as a serving engine runs it) with the policy's
+    current weights (``cached``, a copy made before, is refreshed rather than rebuilt)."""
     if dtype is None:
         return policy
     if cached is None or getattr(cached, "copy_of", None) != id(policy):
-        cached = copy.deepcopy(policy).to(getattr(torch, dtype)).requires_grad_(False)
+        dtype = dtype if isinstance(dtype, torch.dtype) else getattr(torch, dtype)
+        cached = copy.deepcopy(policy).to(dtype).requires_grad_(False)
         cached.copy_of = id(policy)  # an int: a module attribute would register the policy inside
     cached.load_state_dict(policy.state_dict())  # cast to dtype
     return cached.eval()

@@ -50,7 +50,7 @@ def _adv_eps(c, approx):
 
 
 def _loss_type(c, approx):
-    from ..algorithms.base import LOSS_TYPES
+    from ..functional import LOSS_TYPES
 
     if c.loss_type == "cispo":
         if c.minibatches > 1 and "loss_type" not in approx:

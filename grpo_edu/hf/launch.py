@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from ._common import _require, quiet, require_extra
-from .rank_parity import LOSS_TYPES
+from .rank_parity import PARITY_LOSS_TYPES
 from .trainer import rank_trainer
 
 MODULE = "grpo_edu.hf.launch"
@@ -110,9 +110,9 @@ def launch(
     require_extra()  # before the reference's SFT and the export
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {sorted(LAUNCHERS)}, got {launcher!r}")
-    unknown = set(parity) - set(LOSS_TYPES)
+    unknown = set(parity) - set(PARITY_LOSS_TYPES)
     if unknown:
-        raise ValueError(f"parity: unknown loss types {sorted(unknown)}; choose from {LOSS_TYPES}")
+        raise ValueError(f"parity: unknown loss types {sorted(unknown)}; choose from {PARITY_LOSS_TYPES}")
     from ..algorithms import GRPOConfig
     from ..presets import get_preset
 

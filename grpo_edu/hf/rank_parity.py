@@ -21,8 +21,10 @@ import torch
 
 from ._common import _require, quiet
 
-LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-"""TRL loss types whose N-rank update `injected_update` compares with one process's."""
+PARITY_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+"""TRL loss types whose N-rank update `injected_update` compares with one process's (the map of
+every loss type to its aggregation is `grpo_edu.functional.LOSS_TYPES`)."""
+LOSS_TYPES = PARITY_LOSS_TYPES  # the name notebook 06 imports
 
 
 def fixed_completion(task, problem, row: int) -> list[int]:
@@ -51,8 +53,8 @@ def injected_update(
     the global rows it held. ``shards`` (one process only): also TRL's ``_compute_loss`` gradient
     on each of ``shards`` contiguous blocks of the prepared batch, what each of that many ranks
     would compute alone before DDP averages them."""
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    if loss_type not in PARITY_LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {PARITY_LOSS_TYPES}, got {loss_type!r}")
     transformers = _require("transformers")
     from ..algorithms import GRPOConfig
     from .data import _problem_from_prompt

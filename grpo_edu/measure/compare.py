@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from ..algorithms import make_algorithm
+from ..algorithms import ALGORITHMS, make_algorithm
 from ..presets import make_task, resolve_preset, setup_torch
 from ..reference import reference_policy
 from ..train import train
@@ -19,7 +19,7 @@ from .memory import step_memory
 from .variance import GROUP_ESTIMATORS, fit_critic, gradient_variance
 from .verdicts import above, verdict
 
-ORDER = ("reinforce", "baseline", "ppo", "grpo")
+ORDER = tuple(ALGORITHMS)  # the ladder, bottom up
 LABELS = {"reinforce": "REINFORCE", "baseline": "REINFORCE + critic baseline", "ppo": "PPO + critic", "grpo": "GRPO"}
 # the gradient estimator each algorithm applies (measure.variance names)
 ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "gae", "grpo": "group_norm"}

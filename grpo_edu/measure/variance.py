@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .. import functional as Fn
+from ..algorithms import GRPOConfig
 from ..algorithms.critic import fit_critic  # re-exported by measure: measurements fit critics too
 from ..rollout import completion_values, sample_batch, sequence_logprobs
 from .common import flat_grad, progress_bar, rngs, trainable
@@ -20,7 +21,7 @@ from .common import flat_grad, progress_bar, rngs, trainable
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
 GROUP_ESTIMATORS = ("group_mean", "group_loo", "group_norm")
 
-GRPO_EPS = 1e-4  # eps of (r - mean) / (std + eps), as GRPOConfig.adv_eps
+GRPO_EPS = GRPOConfig.adv_eps  # eps of (r - mean) / (std + eps): GRPO's default (1e-4), not Fn's (1e-6)
 
 
 def variance_stats(grads) -> dict:
