@@ -3,10 +3,14 @@
 The site is built once (``python -m course.site build``, the documented command) and every
 page is opened in headless Chromium, driven over the Chrome DevTools protocol, from a server
 on 127.0.0.1 (the search page needs http, not file://). On every page: math is typeset by
-the local MathJax (every ``.math`` element holds MathJax output, no raw ``$$`` is left),
-every image has loaded, and no request went anywhere but 127.0.0.1. The navigation lists the
-notebooks in course order, and the search page finds ``group_advantages``. A screenshot of
-a notebook page is kept under the build folder (a CI artifact).
+the local MathJax (every ``.math`` element holds MathJax output, no raw ``$$`` is left, no
+backslash in the typeset text, no MathJax error), every image has loaded, and no request went
+anywhere but 127.0.0.1. At 1280 and 1920 px no code or output block and no display is wider
+than its column and every figure is shown large enough to read (FIGURE_SCALE_MIN). The top of
+the build is a page that links to the start page; there is one search box; the navigation
+lists the notebooks in course order, and the search page finds ``group_advantages``.
+Screenshots of notebooks 04 and 07 and an API page at both widths are kept under the build
+folder (CI artifacts).
 
 Skips, with the reason, without the ``[docs]`` extra or without /usr/bin/chromium.
 """
