@@ -12,7 +12,7 @@ import torch
 from matplotlib.figure import Figure
 
 from . import functional as Fn
-from .plotstyle import PALETTE, _new, _np, _styled, color_for, set_alt
+from .plotstyle import PALETTE, color_for, new_figure, set_alt, styled, to_numpy
 
 # ----------------------------------------------------------------- equations, drawn
 
@@ -21,20 +21,20 @@ def clipped_objective(rho, advantage: float, eps_low: float = 0.2,
                       eps_high: float | None = None) -> np.ndarray:  # fmt: skip
     """``min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A)``, computed as minus
     ``Fn.clipped_surrogate_loss`` (the library's function, not a copy)."""
-    rho = torch.as_tensor(np.atleast_1d(_np(rho)), dtype=torch.float64)
+    rho = torch.as_tensor(np.atleast_1d(to_numpy(rho)), dtype=torch.float64)
     logp = torch.log(rho)[None]
     adv = torch.full_like(logp, float(advantage))
     loss, _ = Fn.clipped_surrogate_loss(logp, torch.zeros_like(logp), adv, eps_low, eps_high)
     return (-loss[0]).numpy()
 
 
-@_styled
+@styled
 def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
                        rho_max: float = 2.0) -> Figure:  # fmt: skip
     """PPO's clipped objective against the ratio rho = pi_theta / pi_old, for A = +1 and
     A = -1, with the regions where its gradient is zero shaded (those tokens stop learning)."""
     eps_high_ = eps_low if eps_high is None else eps_high
-    fig, axes = _new(2, 1, size=(10.0, 4.0))
+    fig, axes = new_figure(2, 1, size=(10.0, 4.0))
     rho = torch.linspace(0.02, rho_max, 500, dtype=torch.float64)
     for ax, A in zip(axes, (1.0, -1.0), strict=True):
         logp = torch.log(rho)[None].requires_grad_(True)
@@ -87,7 +87,7 @@ def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
     return fig
 
 
-@_styled
+@styled
 def plot_kl_estimators(samples: Mapping, exact_forward: float, exact_reverse: float,
                        bins: int = 60) -> Figure:  # fmt: skip
     """Histograms of per-token KL estimator samples (e.g. {"k1": ..., "k2": ..., "k3": ...}),
@@ -95,12 +95,12 @@ def plot_kl_estimators(samples: Mapping, exact_forward: float, exact_reverse: fl
     without bias) and KL(ref||pi). The x range is the 0.5-99.5% quantiles of all samples."""
     if not samples:
         raise ValueError("samples must hold at least one estimator")
-    data = {k: _np(v).ravel() for k, v in samples.items()}
+    data = {k: to_numpy(v).ravel() for k, v in samples.items()}
     allv = np.concatenate(list(data.values()))
     lo, hi = np.quantile(allv, [0.005, 0.995])
     lo, hi = min(lo, exact_forward, exact_reverse, 0.0), max(hi, exact_forward, exact_reverse)
     pad = 0.05 * (hi - lo or 1.0)
-    fig, axes = _new(len(data), 1, size=(3.6 * len(data) + 0.6, 3.6), sharex=True)
+    fig, axes = new_figure(len(data), 1, size=(3.6 * len(data) + 0.6, 3.6), sharex=True)
     for i, (ax, (name, v)) in enumerate(zip(axes, data.items(), strict=True)):
         ax.hist(v, bins=np.linspace(lo - pad, hi + pad, bins), color=PALETTE[i], alpha=0.7)
         ax.axvline(v.mean(), color=PALETTE[i], lw=2.2, label="sample mean of the estimator")
@@ -128,7 +128,7 @@ def _maze_histories(history):
     return list(history.items())
 
 
-@_styled
+@styled
 def plot_maze(env, policy=None, history=None) -> Figure:
     """The maze (walls, S, G), the greedy action in every free cell and the greedy path
     from S (bold arrows), for ``policy`` (default: ``history["policy"]``); and, with a
@@ -143,7 +143,7 @@ def plot_maze(env, policy=None, history=None) -> Figure:
     if policy is None and len(runs) == 1:
         policy = runs[0][1].get("policy")
     H, W = env.height, env.width
-    fig, axes = _new(2 if runs else 1, 1, size=(10.5 if runs else 4.6, 4.4))
+    fig, axes = new_figure(2 if runs else 1, 1, size=(10.5 if runs else 4.6, 4.4))
     ax = axes[0]
     grid = np.zeros((H, W))
     for s in env.walls:
@@ -223,12 +223,12 @@ def plot_maze(env, policy=None, history=None) -> Figure:
     return fig
 
 
-@_styled
+@styled
 def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
     """GRPO's group-relative advantage, group by group: the rewards r_i of each group's
     samples (top) and their advantages A_i (bottom). A group whose rewards are all equal
     (shaded) carries no signal: its advantages are all 0."""
-    r, a = _np(rewards).ravel(), _np(advantages).ravel()
+    r, a = to_numpy(rewards).ravel(), to_numpy(advantages).ravel()
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be a positive int, got {group_size!r}")
     if len(r) != len(a) or len(r) % group_size:
@@ -236,7 +236,7 @@ def plot_group_advantages(rewards, group_size: int, advantages) -> Figure:
                          f"group_size={group_size}; got {len(r)} and {len(a)}")  # fmt: skip
     n = len(r) // group_size
     x = np.repeat(np.arange(n), group_size) + np.tile(np.linspace(-0.25, 0.25, group_size), n)
-    fig, (top, bot) = _new(1, 2, size=(max(6.0, 0.55 * n + 2.5), 5.0), sharex=True)
+    fig, (top, bot) = new_figure(1, 2, size=(max(6.0, 0.55 * n + 2.5), 5.0), sharex=True)
     equal = np.ptp(r.reshape(n, group_size), axis=1) == 0
     for ax in (top, bot):
         for g in np.flatnonzero(equal):

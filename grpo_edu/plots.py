@@ -24,6 +24,7 @@ from .concept_plots import (  # the figures of equations, so every figure is grp
     plot_kl_estimators,
     plot_maze,
 )
+from .measure.token_view import TOKEN_VIEW, token_view_values  # the numbers of plot_token_view
 from .plotstyle import (
     ALGO_COLORS,
     MB,
@@ -35,13 +36,14 @@ from .plotstyle import (
     STYLE,
     VARIANCE_FORMULA,
     X_LABELS,
-    _new,
-    _styled,
     alt_text,
     color_for,
+    new_figure,
     save,
     set_alt,
     show,
+    styled,
+    to_numpy,
 )
 
 
@@ -115,7 +117,7 @@ def _accuracy_limits(values, target=None) -> tuple[float, float]:
 # ----------------------------------------------------------------- training curves
 
 
-@_styled
+@styled
 def plot_learning_curves(histories, x: str = "samples", ax=None, target: float | None = 0.9,
                          band: str = "minmax") -> Figure:  # fmt: skip
     """Held-out (greedy) accuracy against ``x`` ("samples", "seconds" or "step").
@@ -127,7 +129,7 @@ def plot_learning_curves(histories, x: str = "samples", ax=None, target: float |
     """
     _check_x(x)
     created = ax is None
-    fig, (ax,) = _new() if created else (ax.figure, (ax,))
+    fig, (ax,) = new_figure() if created else (ax.figure, (ax,))
     runs_by_name = _runs(histories)
     values = []
     for i, (name, runs) in enumerate(runs_by_name):
@@ -149,7 +151,7 @@ def plot_learning_curves(histories, x: str = "samples", ax=None, target: float |
     return fig
 
 
-@_styled
+@styled
 def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "clip_ratio"),
                  x: str = "step", smooth: int = 1, band: str = "minmax") -> Figure:  # fmt: skip
     """Small multiples: one panel per per-step metric in ``keys``, one line per run
@@ -160,7 +162,7 @@ def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "c
     keys = [keys] if isinstance(keys, str) else list(keys)
     ncols = min(len(keys), 2 if len(keys) == 4 else 3)
     nrows = -(-len(keys) // ncols)
-    fig, axes = _new(ncols, nrows, size=(4.2 * ncols, 3.0 * nrows), sharex=True)
+    fig, axes = new_figure(ncols, nrows, size=(4.2 * ncols, 3.0 * nrows), sharex=True)
     runs = _runs(histories)
     for ax, key in zip(axes, keys, strict=False):
         for i, (name, hs) in enumerate(runs):
@@ -199,7 +201,7 @@ def plot_metrics(histories, keys: Sequence[str] = ("reward", "kl", "entropy", "c
 # -------------------------------------------------------------- measurement figures
 
 
-@_styled
+@styled
 def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_variance", xlabel: str = "gradient estimator",
                   title: str = "Gradient estimators at a fixed policy", note: str | None = None) -> Figure:  # fmt: skip
     """Bars per gradient estimator of ``key`` (or one panel per key of a list).
@@ -223,7 +225,7 @@ def plot_variance(results: Mapping, key: str | Sequence[str] = "relative_varianc
                  for s, r in items.items()} if grouped else {"": items}  # fmt: skip
     names = list(dict.fromkeys(n for r in snapshots.values() for n in r))
     panel = max(4.5, (0.7 + 0.35 * len(snapshots)) * len(names) + 1.5)
-    fig, axes = _new(len(keys), 1, size=(panel * len(keys), 4.0))
+    fig, axes = new_figure(len(keys), 1, size=(panel * len(keys), 4.0))
     width = 0.8 / len(snapshots)
     for ax, k in zip(axes, keys, strict=True):
         for j, (snap, res) in enumerate(snapshots.items()):
@@ -268,7 +270,7 @@ _ESTIMATOR_WORDS = {  # estimator -> (its advantage, in words; the method that t
 }
 
 
-@_styled
+@styled
 def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corrected") -> Figure:
     """The gradient noise of `measure.run_comparison`'s result, one panel per batch layout:
     distinct prompts x 1 answer, and prompts x G answers (every estimator measured there,
@@ -288,7 +290,7 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
     if not layouts:
         raise ValueError(f"result holds no gradient variance with {key!r} (run_comparison(..., measure=True))")
     own_grouped = {"grpo"}  # GRPO trains on prompts x G; REINFORCE, the baseline and PPO on distinct prompts
-    fig, axes = _new(len(layouts), 1, size=(1.25 * sum(len(s) for _, s, _ in layouts) + 3.0, 4.4), sharey=True,
+    fig, axes = new_figure(len(layouts), 1, size=(1.25 * sum(len(s) for _, s, _ in layouts) + 3.0, 4.4), sharey=True,
                      width_ratios=[len(s) for _, s, _ in layouts])  # fmt: skip
     equal = []
     for ax, (title, stats, grouped) in zip(axes, layouts, strict=True):
@@ -361,7 +363,7 @@ _MEMORY_GROUPS = (  # the bars' stacks (whose memory it is), bottom up; the tabl
 )  # fmt: skip
 
 
-@_styled
+@styled
 def plot_memory(rows, note: str | None = None) -> Figure:
     """The memory of one training step per algorithm, in two panels. Left: stacked bars of
     the analytic memory by whose it is (the policy's with its frozen reference, the critic's,
@@ -385,7 +387,7 @@ def plot_memory(rows, note: str | None = None) -> Figure:
              for n, r in zip(names, rows, strict=True)]  # fmt: skip
     parts = [p for p in MEMORY_PARTS if any(r.get(p) for r in rows)]
     widths = (max(5.0, 1.5 * len(rows) + 2.0), 0.9 * len(rows) + 2.6)
-    fig, (ax, tab) = _new(2, 1, size=(sum(widths), 5.2), width_ratios=widths)
+    fig, (ax, tab) = new_figure(2, 1, size=(sum(widths), 5.2), width_ratios=widths)
     bottom = np.zeros(len(rows))
     pos = np.arange(len(rows))
     grouped = {q for _, group, _ in _MEMORY_GROUPS for q in group}
@@ -430,7 +432,7 @@ def plot_memory(rows, note: str | None = None) -> Figure:
     return fig
 
 
-@_styled
+@styled
 def plot_comparison_memory(result: Mapping, note: str | None = None) -> Figure:
     """`plot_memory` of `measure.run_comparison`'s result, each bar labelled with how its
     step runs (the update's batch: whole or in minibatches; GRPO's prompts run once per
@@ -455,7 +457,7 @@ def _num_then_str(v):
     return (0, float(v), "") if isinstance(v, (int, float)) else (1, 0.0, str(v))
 
 
-@_styled
+@styled
 def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
     """PPO / GRPO peak-memory ratio against the parameter count (log x), measured
     (markers) and analytic (dashed), one colour per batch size. ``limit``: the
@@ -463,7 +465,7 @@ def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
     rows = list(sweep_rows)
     if not rows:
         raise ValueError("sweep_rows must not be empty")
-    fig, (ax,) = _new(size=(6.4, 4.2))
+    fig, (ax,) = new_figure(size=(6.4, 4.2))
     for i, b in enumerate(sorted({r.get("batch_size") for r in rows}, key=_num_then_str)):
         rs = sorted((r for r in rows if r.get("batch_size") == b), key=lambda r: r["params"])
         p = [r["params"] for r in rs]
@@ -490,7 +492,7 @@ def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
 # ----------------------------------------------------------------- variants against the seed band
 
 
-@_styled
+@styled
 def plot_variants_grid(default, variants: Mapping, x: str = "step", ncols: int = 4, reference: float | None = None,
                        default_name: str = "default") -> Figure:  # fmt: skip
     """Small multiples: one panel per variant, each against the same gray band of ``default``.
@@ -509,7 +511,7 @@ def plot_variants_grid(default, variants: Mapping, x: str = "step", ncols: int =
         raise ValueError(f"variants must be a non-empty dict name -> History or [History], got {variants!r}")
     (_, base), ncols = _runs({default_name: default})[0], min(ncols, len(runs))
     nrows = -(-len(runs) // ncols)
-    fig, axes = _new(ncols, nrows, size=(3.1 * ncols, 2.5 * nrows + 0.6), sharex=True, sharey=True)
+    fig, axes = new_figure(ncols, nrows, size=(3.1 * ncols, 2.5 * nrows + 0.6), sharex=True, sharey=True)
 
     def curves(hs):
         return [(np.array([e[x] for e in h.evals], float), h.eval_series("accuracy")) for h in hs]
@@ -538,49 +540,7 @@ def plot_variants_grid(default, variants: Mapping, x: str = "step", ncols: int =
 
 
 # ----------------------------------------------------------------- one batch, token by token
-
-TOKEN_VIEW = ("advantage", "ratio", "clipped", "entropy")  # what plot_token_view colours, in panel order
-
-
-def token_view_values(logp, old_logp, advantages, logits, mask, eps_low: float = 0.2,
-                      eps_high: float | None = None) -> dict:  # fmt: skip
-    """The four numbers of `plot_token_view` per completion token, from `grpo_edu.functional`:
-
-        advantage  A_{i,t}: the advantage of the token's completion (``advantages`` [B] or [B, T])
-        ratio      rho_{i,t} = pi_theta(a_t | s_t) / pi_old(a_t | s_t) = exp(logp - old_logp)
-        clipped    1.0 where `Fn.clipped_surrogate_loss` gives the token no gradient although
-                   A != 0 (rho outside [1 - eps_low, 1 + eps_high] on the side A pushes), else 0.0
-        entropy    H_t = `Fn.entropy(logits)` (nats), of pi_theta at the token's position
-
-    logp, old_logp, mask: [B, T]; logits: [B, T, V] of pi_theta. Returns name -> [B, T] float
-    tensors (detached), NaN where mask is 0.
-    """
-    import torch  # local: the figures above need neither torch nor the functional core
-
-    from . import functional as Fn
-
-    if logp.dim() != 2:
-        raise ValueError(f"logp must be [B, T], got shape {list(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask)):
-        if t.shape != logp.shape:
-            raise ValueError(f"{name} must have logp's shape {list(logp.shape)}, got {list(t.shape)}")
-    if logits.dim() != 3 or tuple(logits.shape[:2]) != tuple(logp.shape):
-        raise ValueError(f"logits must be [B, T, V] with [B, T] = {list(logp.shape)}, got {list(logits.shape)}")
-    if advantages.shape not in (logp.shape[:1], logp.shape):
-        raise ValueError(f"advantages must be [B] or [B, T] = {list(logp.shape)}, got {list(advantages.shape)}")
-    lp = logp.detach().double().requires_grad_(True)
-    adv = advantages.detach().double()
-    adv = (adv[:, None] if adv.dim() == 1 else adv).expand_as(lp)
-    loss, _ = Fn.clipped_surrogate_loss(lp, old_logp.detach().double(), adv, eps_low, eps_high, mask=mask)
-    (grad,) = torch.autograd.grad(loss.sum(), lp)  # d L_t / d log pi_t = -rho_t A_t, or 0 where clipped
-    values = {
-        "advantage": adv.detach(),
-        "ratio": torch.exp(lp.detach() - old_logp.detach().double()),
-        "clipped": ((grad == 0) & (adv != 0)).double(),
-        "entropy": Fn.entropy(logits.detach().double()),
-    }
-    off = mask.detach().to(torch.float64) == 0
-    return {k: v.masked_fill(off, float("nan")).float() for k, v in values.items()}
+# (its numbers, `token_view_values`, are computed in grpo_edu.measure.token_view)
 
 
 def _safe_log(x):  # the ratio's colour scale: log, with no warning at 0 (the colour bar's edge)
@@ -592,7 +552,7 @@ def _token_strings(ids, vocab) -> list[list[str]]:
     return [[names.get(vocab[i], vocab[i]) for i in row] for row in ids]
 
 
-@_styled
+@styled
 def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] = (0, 1, 2),
                     rewards=None, eps_low: float = 0.2, eps_high: float | None = None) -> Figure:  # fmt: skip
     """Every completion token of a few groups of one batch, written in its cell and coloured
@@ -606,15 +566,13 @@ def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] =
     """
     import matplotlib as mpl  # colour maps and norms only; no pyplot
 
-    from .plotstyle import _np
-
-    ids, mask, G = rollout.completion_ids, _np(rollout.mask), int(rollout.group_size)
+    ids, mask, G = rollout.completion_ids, to_numpy(rollout.mask), int(rollout.group_size)
     B, T = mask.shape
     missing = [k for k in TOKEN_VIEW if k not in values]
     if missing:
         raise ValueError(f"values must hold {TOKEN_VIEW} (from token_view_values), missing {missing}")
     for k in TOKEN_VIEW:
-        if tuple(np.shape(_np(values[k]))) != (B, T):
+        if tuple(np.shape(to_numpy(values[k]))) != (B, T):
             raise ValueError(
                 f"values[{k!r}] must be [B, T] = {[B, T]} like the rollout, got {list(np.shape(values[k]))}"
             )
@@ -628,7 +586,7 @@ def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] =
     t_max = int(np.flatnonzero(keep).max()) + 1 if keep.any() else 1
     tokens = _token_strings(ids[rows, :t_max].tolist(), tokenizer.vocab)
     eps_high = eps_low if eps_high is None else eps_high
-    r = None if rewards is None else _np(rewards).ravel()
+    r = None if rewards is None else to_numpy(rewards).ravel()
     if r is not None and len(r) != B:
         raise ValueError(f"rewards must have one value per row of the rollout ({B}), got {len(r)}")
 
@@ -643,7 +601,7 @@ def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] =
     axes = fig.subplots(1, 4, sharey=True)
     for ax, key in zip(axes, TOKEN_VIEW, strict=True):
         title, cmap, lim = panels[key]
-        data = _np(values[key])[rows, :t_max]
+        data = to_numpy(values[key])[rows, :t_max]
         finite = data[np.isfinite(data)]
         if key == "advantage":
             m = max(float(np.abs(finite).max()) if finite.size else 1.0, 1e-6)

@@ -62,7 +62,7 @@ MEMORY_COLORS = (  # policy: blues, frozen reference: gray, critic: oranges, act
 MB = 1e6  # bytes per MB on the axes
 
 
-def _styled(fn):
+def styled(fn):
     """Run ``fn`` inside the module's rc context (no global side effect)."""
 
     @functools.wraps(fn)
@@ -82,13 +82,15 @@ def color_for(name: str, i: int = 0) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def _new(ncols=1, nrows=1, size=(6.4, 4.0), **kw):
+def new_figure(ncols=1, nrows=1, size=(6.4, 4.0), **kw):
+    """``(Figure, flat array of axes)``: a constrained-layout figure of ``nrows x ncols`` panels."""
     fig = Figure(figsize=size, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes.ravel()
 
 
-def _np(x) -> np.ndarray:
+def to_numpy(x) -> np.ndarray:
+    """A float numpy array of a tensor (detached, on the CPU) or of anything array-like."""
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().float().numpy()
     return np.asarray(x, dtype=float)

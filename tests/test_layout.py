@@ -89,3 +89,48 @@ def test_train_from_preset_builds_what_train_takes(task, reference, cpu_preset):
     b = grpo_edu.train(make_algorithm("grpo"), task, reference, preset=cpu_preset, **kw)
     strip = lambda h: [{k: v for k, v in s.items() if k != "seconds"} for s in h.steps]  # noqa: E731
     assert strip(a) == strip(b) and [e["accuracy"] for e in a.evals] == [e["accuracy"] for e in b.evals]
+
+
+def test_one_of_each():
+    """One list of algorithm names, one sampler copy, one flat gradient, one GRPO eps."""
+    from grpo_edu import cli, maze_pg, objectives_demo
+    from grpo_edu.algorithms import ALGORITHMS, GRPOConfig, sampler
+    from grpo_edu.measure import ORDER, common, variance
+
+    assert ORDER == tuple(ALGORITHMS)
+    algo = next(a for a in cli._parser()._subparsers._group_actions[0].choices["train"]._actions if a.dest == "algo")
+    assert algo.choices == list(ALGORITHMS)
+    assert maze_pg.MAZE_ALGORITHMS == ("reinforce", "baseline") and not hasattr(maze_pg, "ALGORITHMS")
+    assert objectives_demo.sampler_copy is sampler.sampler_copy and objectives_demo.flat_grad is common.flat_grad
+    assert variance.GRPO_EPS == GRPOConfig().adv_eps == 1e-4
+
+
+def test_sampler_copy_takes_a_dtype_or_its_name(tiny_policy):
+    from grpo_edu.algorithms.sampler import sampler_copy
+
+    for dtype in (torch.bfloat16, "bfloat16"):
+        s = sampler_copy(tiny_policy, dtype)
+        w, ws = next(tiny_policy.parameters()), next(s.parameters())
+        assert ws.dtype == torch.bfloat16 and not ws.requires_grad and torch.equal(ws, w.detach().to(torch.bfloat16))
+    assert sampler_copy(tiny_policy, None) is tiny_policy
+
+
+def test_figures_only_in_the_plotting_modules():
+    """plots draws what measure computes (token_view_values is measure's, importable from plots
+    as before) and uses only public names of plotstyle."""
+    import ast
+
+    from grpo_edu import measure, plots
+
+    assert plots.token_view_values is measure.token_view_values and plots.TOKEN_VIEW == measure.TOKEN_VIEW
+    for mod in ("plots", "concept_plots"):
+        tree = ast.parse((PKG / f"{mod}.py").read_text())
+        private = [
+            a.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "plotstyle"
+            for a in node.names
+            if a.name.startswith("_")
+        ]
+        assert private == [], mod
+        assert "autograd" not in (PKG / f"{mod}.py").read_text(), mod

@@ -5,6 +5,7 @@
     cost.py       passes and seconds of one step
     compare.py    the four rungs side by side (grpo-edu compare), where each wins, the claims
     reports.py    the comparison's tables and claims as text
+    token_view.py one batch token by token: advantage, ratio, clipped, entropy (plots draws it)
 
 The longer jobs only a verb runs (bench and generation speed, sweep, the variance study, the
 ablation, the notebook check, the files `grpo-edu compare` writes) are in `grpo_edu.experiments`,
@@ -16,6 +17,7 @@ from .compare import ESTIMATOR_OF, LABELS, ORDER, TARGET, claims, own_variance, 
 from .cost import step_cost
 from .memory import SWEEP, memory_sweep, peak_memory, step_memory
 from .reports import format_claims, format_table, format_wins
+from .token_view import TOKEN_VIEW, token_view_values
 from .variance import (
     ESTIMATORS,
     GROUP_ESTIMATORS,
@@ -28,8 +30,9 @@ from .variance import (
 )
 
 __all__ = [
-    "ESTIMATORS", "ESTIMATOR_OF", "GROUP_ESTIMATORS", "LABELS", "ORDER", "SWEEP", "TARGET", "claims",
+    "ESTIMATORS", "ESTIMATOR_OF", "GROUP_ESTIMATORS", "LABELS", "ORDER", "SWEEP", "TARGET", "TOKEN_VIEW", "claims",
     "estimator_advantages", "fit_critic", "flat_grad", "format_claims", "format_table", "format_wins",
     "gradient_variance", "memory_sweep", "optimal_baseline", "own_variance", "peak_memory", "progress_bar", "rngs",
-    "run_comparison", "score_norms", "step_cost", "step_memory", "trainable", "variance_stats", "where_each_wins",
+    "run_comparison", "score_norms", "step_cost", "step_memory", "token_view_values", "trainable", "variance_stats",
+    "where_each_wins",
 ]  # fmt: skip
