@@ -35,7 +35,7 @@ def _offset(res):
     ax.xaxis.set_major_formatter(PERCENT)
     ax.set_xlabel(f"held-out accuracy after {res['steps']} steps (one dot per seed)")
     ax.set_title("an offset in the reward: who survives it")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left")
     return set_alt(fig, "Held-out accuracy of each algorithm and reward scale after the same number of steps, "
                    "one dot per seed, with the reference's accuracy as a dashed line.")  # fmt: skip
 
