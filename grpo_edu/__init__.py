@@ -8,8 +8,8 @@
 
 (``train_from_preset(make_algorithm("grpo"), preset="cpu")`` builds the task and the reference.)
 
-The functional core (`grpo_edu.functional`) holds one function per equation; the
-algorithms call it through the module, so `plug(name=fn)` swaps in your own version
+The functional core (`grpo_edu.functional`) holds one function per equation; each consults
+the core's registry on every call, so `plug(name=fn)` swaps in your own version everywhere
 (that is how the homework's solutions run inside the library's training loop).
 """
 
@@ -39,11 +39,14 @@ def plug(**functions):
         with grpo_edu.plug(group_advantages=my_group_advantages):
             train(make_algorithm("grpo"), ...)
 
-    Every algorithm, the rollout code and the measurements look the functions up in
-    `grpo_edu.functional` at call time, so the replacement is used everywhere. The library
-    calls every function with its full signature, so a replacement must accept every
-    parameter of the original, by the same name: one that does not is refused here with a
-    ``ValueError`` naming the missing parameter (not a ``TypeError`` deep in training).
+    The replacements go into the core's registry (`grpo_edu.functional.PLUGGED`), which every
+    function of the core consults on each call: every algorithm, the rollout code, the
+    measurements and the core's own functions use yours, however they imported the function.
+    Inside your function, a call of the function it replaces is the library's (so it may wrap
+    it). The library calls every function with its full signature, so a replacement must
+    accept every parameter of the original, by the same name: one that does not is refused
+    here with a ``ValueError`` naming the missing parameter (not a ``TypeError`` deep in
+    training).
     """
     unknown = [name for name in functions if name not in functional.__all__]
     if unknown:
@@ -57,14 +60,16 @@ def plug(**functions):
             raise ValueError(
                 f"plug: your {name} has no parameter {', '.join(missing)}; the library calls it as {name}{want}"
             )
-    saved = {name: getattr(functional, name) for name in functions}
+    saved = {name: functional.PLUGGED.get(name) for name in functions}
     try:
-        for name, fn in functions.items():
-            setattr(functional, name, fn)
+        functional.PLUGGED.update(functions)
         yield
     finally:
         for name, fn in saved.items():
-            setattr(functional, name, fn)
+            if fn is None:
+                functional.PLUGGED.pop(name, None)
+            else:
+                functional.PLUGGED[name] = fn
 
 
 def _missing_parameters(original, replacement) -> list[str]:

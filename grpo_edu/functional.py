@@ -17,6 +17,8 @@ Bad input (wrong shapes, unknown option strings, out-of-range numbers) raises a
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -667,3 +669,36 @@ def sampler_importance_weights(
             "logp_diff_max": stat(delta, torch.max),
         }
     return weights, stats
+
+
+# ------------------------------------------------ plugging in a replacement (`grpo_edu.plug`)
+
+# name -> a replacement that every call of that function of the core uses instead (the library's
+# own calls, these functions' calls of each other, and a caller's that imported it by name).
+# `grpo_edu.plug` is its only writer (checked, and restored on exit).
+PLUGGED: dict = {}
+_running: set = set()  # the names whose replacement is running now
+
+
+def _pluggable(fn):
+    """``fn`` that defers to ``PLUGGED[fn.__name__]`` when there is one. Inside a replacement,
+    a call of the same name is the library's own (a replacement may wrap the original)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        replacement = PLUGGED.get(name)
+        if replacement is None or name in _running:
+            return fn(*args, **kwargs)
+        _running.add(name)
+        try:
+            return replacement(*args, **kwargs)
+        finally:
+            _running.discard(name)
+
+    return call
+
+
+for _name in __all__:  # every public function consults the registry (one wrapper each, at import)
+    globals()[_name] = _pluggable(globals()[_name])
+del _name

@@ -134,3 +134,25 @@ def test_figures_only_in_the_plotting_modules():
         ]
         assert private == [], mod
         assert "autograd" not in (PKG / f"{mod}.py").read_text(), mod
+
+
+def test_plug_is_a_registry_the_core_consults():
+    """plug swaps no module global: the core's functions consult `functional.PLUGGED`, so a
+    function imported by name uses the replacement too, and a replacement may wrap the original."""
+    from grpo_edu import functional as Fn
+    from grpo_edu.functional import group_advantages, masked_mean  # bound by name before the plug
+
+    original, calls = Fn.masked_mean, []
+
+    def spy(x, mask, dim=None):
+        calls.append(1)
+        return original(x, mask, dim)  # the library's, not the spy again
+
+    x, m = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64), torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    with grpo_edu.plug(masked_mean=spy):
+        assert Fn.masked_mean is original  # the module is untouched
+        assert float(masked_mean(x, m)) == 8 / 3 and calls == [1]
+        with grpo_edu.plug(group_advantages=lambda rewards, group_size, **kw: ("mine", group_size)):
+            assert group_advantages(torch.zeros(4), 2) == ("mine", 2)
+        assert group_advantages(torch.zeros(4), 2)[0].shape == (4,)  # the inner plug restored
+    assert Fn.PLUGGED == {} and float(masked_mean(x, m)) == 8 / 3 and calls == [1]
