@@ -8,7 +8,7 @@ removes it exactly (up to its eps).
 from __future__ import annotations
 
 from ... import functional as Fn
-from ...algorithms import make_algorithm
+from ...algorithms import GRPOConfig, make_algorithm
 from ...evaluation import evaluate
 from ...presets import resolve_preset
 from ...rollout import sample_batch
@@ -32,10 +32,12 @@ def with_critic_warmup(algo, task, steps: int, seed: int):
     return algo
 
 
-def affine_gap(rewards, shift: float, scale: float, group_size: int = 8, eps: float = 1e-4) -> float:
-    """max_i |A_i(shift + scale * r) - A_i(r)| of GRPO's group advantage (scale_rewards="group"):
+def affine_gap(rewards, shift: float, scale: float, group_size: int = 8, eps: float | None = None) -> float:
+    """max_i |A_i(shift + scale * r) - A_i(r)| of GRPO's group advantage (scale_rewards="group",
+    ``eps`` default: GRPOConfig's adv_eps):
     0 up to float rounding for any shift, about eps / std(r) relative for a scale, and far
     more once scale * std(r) is not large against eps."""
+    eps = GRPOConfig.adv_eps if eps is None else eps
     a = Fn.group_advantages(shift + scale * rewards, group_size, eps=eps)[0]
     return float((a - Fn.group_advantages(rewards, group_size, eps=eps)[0]).abs().max())
 
