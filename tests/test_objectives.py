@@ -453,3 +453,15 @@ def test_the_measurements_take_a_frozen_policy(task, tiny_policy):
     frozen = copy.deepcopy(tiny_policy).requires_grad_(False)
     r = gspo_vs_grpo(frozen, task, n_prompts=2, epochs=1)
     assert r["rows"] and all(not p.requires_grad for p in frozen.parameters())  # the caller's model untouched
+
+
+def test_cispo_cap_has_one_default():
+    """GRPOConfig(loss_type="cispo") without eps_high caps the weight where Fn.cispo_loss does (1 + 4 = 5)."""
+    import inspect
+
+    from grpo_edu import GRPOConfig
+    from grpo_edu.algorithms.grpo_extras import cispo_eps_high
+
+    default = inspect.signature(cispo_loss).parameters["eps_high"].default
+    assert cispo_eps_high(GRPOConfig(loss_type="cispo")) == default == 4.0
+    assert cispo_eps_high(GRPOConfig(loss_type="cispo", eps_high=0.28)) == 0.28

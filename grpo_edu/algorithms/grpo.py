@@ -43,7 +43,7 @@ class GRPOConfig:
     leave_one_out: bool = False  # RLOO: centre on the mean of the other G-1 (verl adv_estimator="rloo")
     # the clipped objective
     eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
-    eps_high: float | None = None  # clip range above (TRL epsilon_high, verl clip_ratio_high); None = eps_low
+    eps_high: float | None = None  # clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low, cispo 4
     importance_sampling_level: str = "token"  # "token": rho per token | "sequence": GSPO's s_i (TRL, same name)
     # the KL to the reference
     beta: float = 0.04  # KL coefficient (TRL beta, verl kl_loss_coef)

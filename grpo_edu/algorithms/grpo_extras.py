@@ -20,7 +20,7 @@ def other_objective(config, logp, old_logp, adv, mask):
     """``(per-token loss [b, T], clip stats)`` of CISPO (``loss_type="cispo"``) or else GSPO
     (``importance_sampling_level="sequence"``), in place of GRPO's clipped token ratio."""
     if config.loss_type == "cispo":  # -sg[clip(rho, max=1+eps_high)] A log pi_theta (MiniMax-M1), token mean
-        return Fn.cispo_loss(logp, old_logp, adv, config.eps_high or config.eps_low, mask=mask)
+        return Fn.cispo_loss(logp, old_logp, adv, cispo_eps_high(config), mask=mask)
     # GSPO: s_i = exp(mean_t log rho_it), clipped
     return Fn.gspo_loss(logp, old_logp, adv, mask, config.eps_low, config.eps_high)
 
@@ -53,3 +53,14 @@ def dynamic_sampling(sample, group_size: int, max_resample: int):
     T = max(s.shape[1] for _, s in parts)
     scores = torch.cat([torch.nn.functional.pad(s, (0, T - s.shape[1])) for _, s in parts])
     return Rollout.concat([r for r, _ in parts]), scores, kept, generated
+
+
+def cispo_eps_high(config) -> float:
+    """CISPO's cap on the weight is 1 + eps_high: ``config.eps_high``, or when it is None the
+    default of `Fn.cispo_loss` (4.0: a cap of 5, ScaleRL's and TRL's recommended epsilon_high),
+    not the clip range eps_low (a cap of 1.2 would clip most of the weights CISPO keeps)."""
+    import inspect
+
+    if config.eps_high is not None:
+        return float(config.eps_high)
+    return float(inspect.signature(Fn.cispo_loss).parameters["eps_high"].default)

@@ -99,7 +99,9 @@ def _leave_one_out(c, approx):
 
 def _eps_high(c, approx):
     if c.loss_type == "cispo":  # TRL's epsilon_high is CISPO's cap on the ratio itself
-        return {"epsilon_high": 1.0 + float(c.eps_low if c.eps_high is None else c.eps_high)}
+        from ..algorithms.grpo_extras import cispo_eps_high
+
+        return {"epsilon_high": 1.0 + cispo_eps_high(c)}
     return {"epsilon_high": None if c.eps_high is None else float(c.eps_high)}
 
 
