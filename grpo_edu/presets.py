@@ -109,7 +109,9 @@ def _build(name: str, device: str, seed: int) -> Preset:
 
 def seed_shift() -> int:
     """The value of $GRPO_EDU_SEED_SHIFT (0 when unset): added to every seed a preset hands out."""
-    raw = os.environ.get(SEED_SHIFT_ENV, "0") or "0"
+    raw = os.environ.get(SEED_SHIFT_ENV, "0")
+    if not raw.strip():  # set but empty: a typo in a script, not "no shift" (unset it for 0)
+        raise ValueError(f"{SEED_SHIFT_ENV} is set but empty: unset it (no shift) or give a non-negative integer")
     try:
         value = int(raw)
     except ValueError:

@@ -66,3 +66,13 @@ def test_gpu_preset_with_cuda_picks_it(monkeypatch):
     assert get_preset("gpu").device == "cuda"
     assert get_preset("auto").name == "gpu" and get_preset("auto").device == "cuda"
     assert get_preset("cpu").device == "cpu"
+
+
+def test_an_empty_seed_shift_is_an_error(monkeypatch):
+    from grpo_edu.presets import seed_shift
+
+    monkeypatch.setenv("GRPO_EDU_SEED_SHIFT", "")
+    with pytest.raises(ValueError, match="set but empty"):
+        seed_shift()
+    monkeypatch.setenv("GRPO_EDU_SEED_SHIFT", "2")
+    assert seed_shift() == 2
