@@ -101,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
             metavar="NAME",
             help="cpu, gpu or auto (gpu with CUDA, else cpu)",
         )
+        p.add_argument(
+            "--world",
+            default="default",
+            choices=("default", "spread"),  # presets.WORLDS, checked by the verb's own parser
+            help="the reference RL starts from: default, or spread (taught only small operands: easy and hard prompts)",
+        )
         p.add_argument("--seed", type=_int(0), default=0, metavar="N", help="base seed (added to $GRPO_EDU_SEED_SHIFT)")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         return p
@@ -282,7 +288,8 @@ def _train(args, preset, progress):
     from .algorithms import make_algorithm
     from .reference import train_from_preset
 
-    print(f"training {args.algo} ({preset.name} preset, seed {preset.seed})")
+    world = "" if preset.world == "default" else f", {preset.world} world"
+    print(f"training {args.algo} ({preset.name} preset{world}, seed {preset.seed})")
     h = train_from_preset(make_algorithm(args.algo), preset=preset, steps=args.steps, progress=progress)
     for e in h.evals:
         print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
@@ -293,7 +300,8 @@ def _reference(args, preset, progress):
 
     _, info = reference_policy(preset, progress=progress, retrain=args.retrain, return_info=True)
     how = "loaded from" if info["loaded"] else f"trained in {info['seconds']:.1f} s, saved to"
-    print(f"reference policy ({preset.name} preset, {info['steps']} SFT steps) {how} {info['path']}")
+    world = "" if preset.world == "default" else f", {preset.world} world"
+    print(f"reference policy ({preset.name} preset{world}, {info['steps']} SFT steps) {how} {info['path']}")
     print(f"held-out greedy accuracy: {info['accuracy']:.4f}")
 
 
@@ -441,7 +449,7 @@ def main(argv=None) -> int:
             "use --preset cpu (or auto, the default, which picks cpu here)",
         )
     try:
-        preset = get_preset(args.preset)
+        preset = get_preset(args.preset, world=args.world)
     except ValueError as exc:  # an environment variable it reads ($GRPO_EDU_SEED_SHIFT)
         _fail(args, str(exc))
     preset = replace(preset, seed=preset.seed + args.seed, sft=replace(preset.sft, seed=preset.sft.seed + args.seed))

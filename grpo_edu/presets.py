@@ -36,6 +36,7 @@ class Preset:
     steps: int = 100  # default RL steps for one training run
     eval_every: int = 10  # RL steps between held-out evaluations
     seed: int = 0  # base seed of everything random (the reference's SFT too); $GRPO_EDU_SEED_SHIFT adds to it
+    world: str = "default"  # which reference the task is learned from (WORLDS; get_preset(world=...))
 
     @property
     def sequences_per_step(self) -> int:
@@ -75,6 +76,25 @@ _SIZES = {  # what differs between the presets
     ),
 }
 PRESETS = tuple(_SIZES)
+
+# The worlds a preset can be built in: the same RL task, references that differ in what they know.
+WORLDS = {
+    "default": "SFT on the whole task to 50% greedy held-out accuracy: every prompt about as uncertain",
+    "spread": "SFT only on problems whose operands are both < 60% of the range (< 60 for 2 digits), to 70% "
+    "sampled accuracy there; RL on all of them: easy prompts it knows, hard ones it does not",
+}
+# chosen by measurement (the search: grpo_edu/experiments/regimes/difficulty.py's docstring): EV_max 0.65 at its
+# reference, GRPO +0.39..+0.46 held-out in 100 steps on 3 seeds; < 70 to 80% sampled: EV_max 0.74, gains +0.15..+0.17
+SPREAD = dict(operand_fraction=0.6, target_accuracy=0.7, target_metric="sampled")
+
+
+def _world(preset: Preset, world: str) -> Preset:
+    if world == "default":
+        return preset
+    k = round(SPREAD["operand_fraction"] * 10 ** preset.task["digits"])
+    sft = replace(preset.sft, operand_below=k, target_accuracy=SPREAD["target_accuracy"],
+                  target_metric=SPREAD["target_metric"])  # fmt: skip
+    return replace(preset, world=world, sft=sft)
 
 
 def _build(name: str, device: str, seed: int) -> Preset:
@@ -121,7 +141,7 @@ def seed_shift() -> int:
     return value
 
 
-def get_preset(name: str = "auto", device: str | None = None, **overrides) -> Preset:
+def get_preset(name: str = "auto", device: str | None = None, world: str = "default", **overrides) -> Preset:
     """``"cpu"``, ``"gpu"`` or ``"auto"`` (gpu when CUDA is available, else cpu).
 
     ``"gpu"`` on a machine without CUDA is a ``ValueError`` (it would train the big sizes on
@@ -129,7 +149,11 @@ def get_preset(name: str = "auto", device: str | None = None, **overrides) -> Pr
     run one step of it). ``device`` overrides the preset's device (e.g. the cpu preset on a
     GPU); keyword ``overrides`` replace fields (``get_preset("cpu", steps=50)``). The
     preset's ``seed`` (and its SFT seed) is ``$GRPO_EDU_SEED_SHIFT``, 0 by default.
+    ``world`` (`WORLDS`) picks the reference: ``"default"``, or ``"spread"`` (SFT on the easy
+    part of the task only, its own cached reference; the same task for RL).
     """
+    if not isinstance(world, str) or world not in WORLDS:
+        raise ValueError(f"unknown world {world!r}; choose one of {list(WORLDS)}")
     cuda = torch.cuda.is_available()
     if name == "auto":
         name = "gpu" if cuda else "cpu"
@@ -145,7 +169,7 @@ def get_preset(name: str = "auto", device: str | None = None, **overrides) -> Pr
         device = "cuda" if name == "gpu" else "cpu"
     elif str(device).startswith("cuda") and not cuda:
         raise ValueError(f"device={device!r}, but CUDA is not available on this machine: use device='cpu'")
-    preset = _build(name, device, seed_shift())
+    preset = _world(_build(name, device, seed_shift()), world)
     unknown = set(overrides) - set(preset.__dataclass_fields__)
     if unknown:
         raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(preset.__dataclass_fields__)}")
@@ -159,6 +183,17 @@ def resolve_preset(preset) -> Preset:
     if isinstance(preset, str):
         return get_preset(preset)
     raise ValueError(f"preset must be a Preset or one of {list(PRESETS)} / 'auto', got {preset!r}")
+
+
+def with_world(preset: Preset, world: str) -> Preset:
+    """``preset`` in another world (`WORLDS`): its reference's SFT config is that world's, for
+    the preset's size and SFT seed; every other field (steps, layout, seed) kept."""
+    if not isinstance(world, str) or world not in WORLDS:
+        raise ValueError(f"unknown world {world!r}; choose one of {list(WORLDS)}")
+    if preset.world == world:
+        return preset
+    sft = replace(_build(preset.name, preset.device, preset.seed).sft, seed=preset.sft.seed)
+    return _world(replace(preset, world="default", sft=sft), world)
 
 
 def make_task(preset: Preset):

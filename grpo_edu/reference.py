@@ -52,6 +52,9 @@ def cache_dir() -> Path:
     return Path(raw)
 
 
+_SUBSET_OFF = {"operand_below": None, "whole_share": 0.0}  # SFTConfig fields left out of the key at these values
+
+
 def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:
     """Everything that determines the reference weights (the cache key)."""
     return {
@@ -60,7 +63,8 @@ def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> 
         # only in them share pi_ref
         "task": {k: v for k, v in task.config.items() if k not in ("reward_values", "filler_budget")},
         "model": model_config.to_dict(),
-        "sft": asdict(sft_config),
+        # an SFT subset (the spread world's operand_below, whole_share) only when set: the default key is unchanged
+        "sft": {k: v for k, v in asdict(sft_config).items() if not (k in _SUBSET_OFF and v == _SUBSET_OFF[k])},
     }
 
 

@@ -493,3 +493,33 @@ def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
     monkeypatch.setattr(hf, "format_bench_trl", lambda res: "TRL")
     assert main(["bench", "--preset", "cpu", "--trl", "--memory-sweep", "--seed", "2", "--quiet"]) == 0
     assert seen["trl_seed"] == seen["sweep_seed"] == 2
+
+
+def test_world_flag_reaches_the_verb_and_names_its_choices(capsys, monkeypatch):
+    """--world spread hands the verb the spread world's preset (its own reference); a bad world is argparse's
+    one clear error, naming the allowed values; the flag's choices are presets.WORLDS."""
+    import grpo_edu.experiments.regimes as regimes
+    from grpo_edu.cli import _parser
+    from grpo_edu.presets import WORLDS
+
+    seen = {}
+    monkeypatch.setattr(regimes, "run_regimes", lambda preset, **k: seen.update(preset=preset) or {})
+    monkeypatch.setattr(regimes, "format_regimes", lambda res, seconds=False: "REGIMES")
+    assert main(["regimes", "--preset", "cpu", "--world", "spread", "--only", "difficulty", "--quiet"]) == 0
+    assert seen["preset"].world == "spread" and seen["preset"].sft.operand_below == 60
+    assert main(["regimes", "--preset", "cpu", "--only", "difficulty", "--quiet"]) == 0
+    assert seen["preset"].world == "default" and seen["preset"].sft.operand_below is None
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--preset", "cpu", "--world", "flat"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --world: invalid choice: 'flat' (choose from 'default', 'spread')" in err
+    for verb in ("compare", "train", "reference", "sweep", "regimes"):
+        action = next(a for a in _parser()._subparsers._group_actions[0].choices[verb]._actions if a.dest == "world")
+        assert tuple(action.choices) == tuple(WORLDS)
+
+
+def test_reference_verb_in_the_spread_world_says_so(capsys):
+    assert main(["reference", "--preset", "cpu", "--world", "spread", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("reference policy (cpu preset, spread world, ") and "held-out greedy accuracy: 0." in out

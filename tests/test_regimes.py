@@ -63,7 +63,7 @@ def test_reward_model_on_a_tiny_setup(tiny, tmp_path):
 
 def test_difficulty_on_a_tiny_setup(tiny, tmp_path):
     ref, preset = tiny
-    res = regimes.run_difficulty(ref, preset, seeds=(0,), critic_steps=1, own_reference=ref, progress=False)
+    res = regimes.run_mixed_digits(ref, preset, seeds=(0,), critic_steps=1, own_reference=ref, progress=False)
     check_claims(res)
     mixed = res["setups"]["mixed"]["by_class"]
     assert set(mixed) <= {"1+1 digits", "1+2 digits", "2+2 digits"} and sum(c["groups"] for c in mixed.values()) == 128

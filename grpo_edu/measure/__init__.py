@@ -1,6 +1,7 @@
 """What the course measures, one job per module; imports only go down (to the loop and the core).
 
     variance.py   gradient variance of each estimator, score norms, the optimal baseline b*
+    difficulty.py easy and hard prompts: p_q, Var(R) = E[p(1-p)] + Var(p), EV_max, pass@k (measure.difficulty)
     memory.py     peak memory of one training step, measured and analytic; the memory sweep
     cost.py       passes and seconds of one step
     compare.py    the four rungs side by side (grpo-edu compare), where each wins, the claims

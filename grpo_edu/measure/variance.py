@@ -161,6 +161,17 @@ def gradient_variance(
     return {**out, "_meta": meta}
 
 
+def row_score_norms(policy, rollout) -> torch.Tensor:
+    """MEASURED: |s_i|^2 = |grad_theta log pi(y_i | q_i)|^2 of every row of ``rollout``, float64 [B]
+    (one backward per row: log pi(y_i) = sum_t log pi(a_t | s_t) of row i alone, then its gradient)."""
+    device, norms = next(policy.parameters()).device, []
+    with trainable(policy) as params:
+        for i in range(rollout.batch_size):
+            logp_i = sequence_logprobs(policy, rollout.select(torch.tensor([i], device=device))).sum()
+            norms.append(float(flat_grad(logp_i, params).double().pow(2).sum()))
+    return torch.tensor(norms, dtype=torch.float64)
+
+
 def score_norms(policy, task, n=512, seed=0) -> dict:
     """MEASURED: |s_i|^2 = |grad_theta log pi(y_i | q_i)|^2 of n sampled answers (distinct
     prompts, one backward each). COMPUTED: its mean over R = 1 / R = 0 ("score_norm2_correct"
@@ -170,12 +181,7 @@ def score_norms(policy, task, n=512, seed=0) -> dict:
     """
     device = next(policy.parameters()).device
     ro, scores = sample_batch(policy, task, n, 1, *rngs(seed, device))[:2]
-    norms = []
-    with trainable(policy) as params:
-        for i in range(n):  # log pi(y_i) = sum_t log pi(a_t | s_t) of sample i alone, then its gradient
-            logp_i = sequence_logprobs(policy, ro.select(torch.tensor([i], device=device))).sum()
-            norms.append(float(flat_grad(logp_i, params).double().pow(2).sum()))
-    s2 = torch.tensor(norms, dtype=torch.float64)
+    s2 = row_score_norms(policy, ro)
     R = scores.sum(1).cpu().double()
     ok = R > 0.5
     corr = float(np.corrcoef(R.numpy(), s2.numpy())[0, 1]) if 0 < int(ok.sum()) < n else math.nan

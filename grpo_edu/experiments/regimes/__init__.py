@@ -7,7 +7,7 @@ module each:
 
     offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
     reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
-    difficulty    prompts that differ in difficulty: a prompt has a value to learn, groups tie
+    difficulty    easy and hard prompts (world="spread" vs the default): EV_max, tied groups, pass@k
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
 
@@ -33,8 +33,9 @@ TABLE = {
     ),
     "difficulty": (
         "difficulty", "run_difficulty",
-        "operands of 1 or 2 digits (ArithmeticTask(mixed_digits=(1, 2))) vs uniform 2-digit, at the reference",
-        "07 section 3",
+        "the spread world (a reference taught only operands < 60: easy and hard prompts) vs the default one, "
+        "both worlds' EV_max, predicted and measured ratios, every claim",
+        "08",
     ),
     "long_run": (
         "long_run", "run_long_run",
