@@ -33,6 +33,9 @@ def _run(name):
             _tiny_ref(), preset, seeds=SEEDS, steps=2, settings=((0.0, "loss"), (0.3, "loss")), n_labels=64,
             progress=False,
         )  # fmt: skip
+    if name == "difficulty":
+        ref = _tiny_ref()
+        return regimes.run_difficulty(ref, preset, seeds=SEEDS, size="tiny", references={"spread": ref}, progress=False)
     if name == "long_run":
         return regimes.run_long_run(_tiny_ref(), preset, seeds=SEEDS, steps=2, progress=False)
     if name == "free_length":
@@ -42,7 +45,7 @@ def _run(name):
     raise AssertionError(name)
 
 
-PINNED = ("offset", "reward_model", "long_run", "free_length")
+PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length")
 
 
 @pytest.mark.parametrize("name", PINNED)

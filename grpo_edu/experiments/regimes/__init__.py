@@ -33,8 +33,7 @@ TABLE = {
     ),
     "difficulty": (
         "difficulty", "run_difficulty",
-        "the spread world (a reference taught only operands < 60: easy and hard prompts) vs the default one, "
-        "both worlds' EV_max, predicted and measured ratios, every claim",
+        "world='spread' (a reference taught only operands < 60: easy and hard prompts) vs the default world",
         "08",
     ),
     "long_run": (
