@@ -13,9 +13,10 @@ import gymnasium
 
 from envs.arithmetic import ArithmeticTask, Problem
 from envs.maze import MazeEnv
+from envs.scratchpad import ScratchpadTask
 from envs.token_mdp import ArithmeticEnv
 
-__all__ = ["ArithmeticTask", "Problem", "ArithmeticEnv", "MazeEnv", "ARITHMETIC_ID", "MAZE_ID"]
+__all__ = ["ArithmeticTask", "Problem", "ScratchpadTask", "ArithmeticEnv", "MazeEnv", "ARITHMETIC_ID", "MAZE_ID"]
 
 ARITHMETIC_ID = "grpo_edu/Arithmetic-v0"
 MAZE_ID = "grpo_edu/Maze-v0"
