@@ -42,14 +42,19 @@ def _run(name):
         _, fit = regimes.free_length_setup(preset)
         own = _tiny_ref(fit.model.max_seq_len)
         return regimes.run_free_length(None, fit, seeds=SEEDS, steps=1, own_reference=own, progress=False)
+    if name == "thinking":  # its own tiny reference, trained into the test's cache
+        from grpo_edu.experiments.regimes.thinking import PARTS
+
+        return regimes.run_thinking(None, seeds=SEEDS, tiny=True, parts=PARTS, progress=False)
     raise AssertionError(name)
 
 
-PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length")
+PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking")
 
 
 @pytest.mark.parametrize("name", PINNED)
-def test_verdicts_are_pinned(name):
+def test_verdicts_are_pinned(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_EDU_CACHE", str(tmp_path))
     got = [[c["claim"], c["verdict"]] for c in _run(name)["claims"]]
     pins = json.loads(PINS.read_text()) if PINS.exists() else {}
     if os.environ.get("GRPO_EDU_PIN_VERDICTS"):

@@ -10,6 +10,7 @@ module each:
     difficulty    easy and hard prompts (world="spread" vs the default): EV_max, tied groups, pass@k
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
+    thinking      a scratchpad that can make the answer right: R1-Zero's length curve, by difficulty
 
 Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
 `measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
@@ -44,6 +45,10 @@ TABLE = {
         "free_length", "run_free_length",
         "ArithmeticTask(filler=4): up to 4 '=' after the answer, only the answer checked; own reference",
         "07 section 4",
+    ),
+    "thinking": (
+        "thinking", "run_thinking",
+        "envs.ScratchpadTask: a scratchpad before the answer can make it right; R1-Zero's length curve", "09",
     ),
 }  # fmt: skip
 REGIMES = tuple(TABLE)
