@@ -63,6 +63,19 @@ def _check_int(name: str, value, lo: int, hi: int | None = None) -> int:
     return int(value)
 
 
+def check_completions(problems, completion_ids, mask) -> tuple[int, int]:
+    """``(B, T)`` of ``completion_ids``, after checking it and ``mask`` are both ``[B, T]`` and
+    there is one problem per completion (a ValueError naming what does not fit)."""
+    if completion_ids.dim() != 2 or mask.shape != completion_ids.shape:
+        raise ValueError(
+            f"completion_ids and mask must both be [B, T], got {tuple(completion_ids.shape)} and {tuple(mask.shape)}"
+        )
+    B, T = completion_ids.shape
+    if len(problems) != B:
+        raise ValueError(f"got {len(problems)} problems for {B} completions")
+    return B, T
+
+
 def _as_generator(rng) -> np.random.Generator:
     if isinstance(rng, np.random.Generator):
         return rng
@@ -389,14 +402,7 @@ class ArithmeticTask:
             raise ValueError(f"kind must be 'outcome' or 'process', got {kind!r}")
         if kind == "process" and self.filler:
             raise ValueError(f"kind='process' needs a task without filler; {self!r} has filler={self.filler}")
-        if completion_ids.dim() != 2 or mask.shape != completion_ids.shape:
-            raise ValueError(
-                f"completion_ids and mask must both be [B, T], got "
-                f"{tuple(completion_ids.shape)} and {tuple(mask.shape)}"
-            )
-        B, T = completion_ids.shape
-        if len(problems) != B:
-            raise ValueError(f"got {len(problems)} problems for {B} completions")
+        B, T = check_completions(problems, completion_ids, mask)
         device = completion_ids.device
         targets = [self.target_ids(p) for p in problems]
         K = torch.tensor([len(t) for t in targets], device=device)

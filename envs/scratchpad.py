@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from envs.arithmetic import EVAL_SEED, ArithmeticTask, Problem, _check_int
+from envs.arithmetic import EVAL_SEED, ArithmeticTask, Problem, _check_int, check_completions
 
 EQUALS = "="  # separates the working from the answer; never part of an answer
 EASY = (0, 1)  # multipliers whose product needs no carry: thinking cannot pay there
@@ -222,14 +222,7 @@ class ScratchpadTask(ArithmeticTask):
             if kind == "process":
                 raise ValueError("kind='process' needs a fixed target per token; a ScratchpadTask has only an outcome")
             raise ValueError(f"kind must be 'outcome' or 'process', got {kind!r}")
-        if completion_ids.dim() != 2 or mask.shape != completion_ids.shape:
-            raise ValueError(
-                f"completion_ids and mask must both be [B, T], got "
-                f"{tuple(completion_ids.shape)} and {tuple(mask.shape)}"
-            )
-        B, T = completion_ids.shape
-        if len(problems) != B:
-            raise ValueError(f"got {len(problems)} problems for {B} completions")
+        B, T = check_completions(problems, completion_ids, mask)
         tok, wrong, right = self.tokenizer, *self.reward_values
         scores = torch.zeros(B, T, dtype=torch.float32, device=completion_ids.device)
         keep = mask > 0

@@ -38,7 +38,8 @@ def run(trl, reference, tmp_path_factory):
 def one_rank(run, task):
     """The same injected updates on one process (this one), with the per-block gradients."""
     return {
-        lt: P.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2) for lt in P.PARITY_LOSS_TYPES
+        lt: P.injected_update(os.path.join(run["out"], "model"), task, lt, rows=ROWS, shards=2)
+        for lt in P.PARITY_LOSS_TYPES
     }
 
 
