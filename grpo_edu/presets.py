@@ -1,6 +1,6 @@
 """Presets: the "cpu" configuration the notebooks and tests use, and a bigger "gpu" one.
 
-Why the cpu preset is what it is (measured on a 2-vCPU machine, see README "Measurements"):
+Why the cpu preset is what it is (measured on a 2-vCPU machine, see the site's measurements page, course/site/measurements.md):
 - 2-digit addition with the answer **reversed** (least significant digit first), the
   known trick that makes addition learnable by a small transformer in seconds.
 - the reference: SFT on fresh problems stopped at 50% greedy held-out accuracy (about

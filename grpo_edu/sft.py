@@ -5,7 +5,7 @@ stopped early as soon as greedy held-out accuracy reaches ``target_accuracy`` (5
 cpu preset, checked every 5 steps because accuracy rises steeply). The reference is a
 half-trained model: RL with a verifier (the reward, which needs no labels) finishes the job.
 
-How it is built was chosen by measurement (``grpo-edu ablate``, README "Why RL learned
+How it is built was chosen by measurement (``grpo-edu ablate``, course/site/measurements.md "Why RL learned
 slowly"): held-out accuracy of REINFORCE and GRPO after 60 RL steps, 3 seeds per row, each
 from a reference built one way or another.
 - Stop at 50%, not 30%: RL from a 30% reference is slower and more seed-dependent

@@ -46,7 +46,7 @@ class Block:
 M, T = "measurements.md", "testing.md"
 REGIMES = tuple(
     f"grpo-edu regimes --preset cpu --only {only}"
-    for only in ("offset,reward_model,difficulty", "long_run", "free_length")
+    for only in ("offset,reward_model,long_run,free_length", "difficulty", "thinking")
 )
 BLOCKS = {
     "reference": Block(M, ("GRPO_EDU_CACHE=$(mktemp -d) grpo-edu reference --preset cpu",)),
