@@ -72,3 +72,16 @@ def test_compare_uses_the_same_rule():
     assert compare._compare_ranges([10], [None, None], seeds=2) == "holds"
     assert compare._by_margin(0.5) == "holds" and compare._by_margin(1.2) == "fails here"
     assert compare._by_margin(1.0) == "depends"
+
+
+def test_compare_says_which_notebook_explains_a_claim_that_does_not_hold():
+    from grpo_edu.measure.reports import explained_in, format_claims
+
+    claims = [
+        {"claim": "a baseline lowers the variance of the policy gradient", "measurement": "m", "verdict": "fails here"},
+        {"claim": "every rung learns from the same reference", "measurement": "m", "verdict": "holds"},
+    ]
+    text = format_claims(claims, seeds=3)
+    assert "why: notebook 02, sections 2 and 5" in text
+    assert text.count("why:") == 1  # a claim that holds needs no explanation
+    assert explained_in("an unknown claim") is None

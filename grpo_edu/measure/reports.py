@@ -96,11 +96,35 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+# where a claim of `grpo-edu compare` that does not hold is explained (the start of its text -> the notebook)
+EXPLAINED = {
+    "every rung learns": "notebook 05, section 2",
+    "reusing each batch": "notebook 05, section 5",
+    "a learned critic (PPO) beats": "notebook 05 section 5; the spread world: notebook 08",
+    "GRPO reaches the target in less wall time": "notebook 05, section 5",
+    "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 4",
+    "GRPO's G completions per prompt": "notebook 05, section 4",
+    "a baseline lowers the variance": "notebook 02, sections 2 and 5; where it does: notebook 08",
+    "the critic learns to predict": "notebook 02, section 4; the ceiling EV_max = Var_q(p) / Var(R): notebook 08",
+    "the group baseline gives GRPO": "notebook 05, section 3, and notebook 08",
+}
+
+
+def explained_in(claim: str) -> str | None:
+    """The notebook that explains a claim of compare's when it does not hold (None if none is named)."""
+    return next((where for start, where in EXPLAINED.items() if claim.startswith(start)), None)
+
+
 def format_claims(claims: list[dict], seeds: int = 2) -> str:
-    """claim -> measurement -> verdict, verdict first so it scans, wrapped to fit 120 columns."""
+    """claim -> measurement -> verdict, verdict first so it scans, wrapped to fit 120 columns; under
+    a claim that does not hold, the notebook that explains why (`EXPLAINED`)."""
     legend = "holds / fails here / depends: the seeds disagree" if seeds > 1 else "holds / fails here / one seed"
     lines = [f"claims of the derivation, tested here ({legend}):"]
-    lines += [wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] ") for c in claims]
+    for c in claims:
+        lines.append(wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] "))
+        where = explained_in(c["claim"]) if c["verdict"] != "holds" else None
+        if where:
+            lines.append(f"{' ' * 15}why: {where}")
     return "\n".join(lines)
 
 
