@@ -1,0 +1,187 @@
+"""Two curves from the RL literature, fitted by least squares: each is linear in its two parameters.
+
+Cui et al. 2025 (the entropy mechanism of RL for reasoning models): over a run, the reward R
+and the policy's entropy H trade as
+
+    R = -a exp(H) + b                    (a, b: least squares on the columns [-exp(H), 1])
+
+so the reward a run can reach once its entropy is spent (H -> 0) is b - a. Fit on the early
+steps, `CuiFit.predict` the reward from the later steps' entropy, `CuiFit.error` the mean
+absolute error of that prediction.
+
+Gao, Schulman and Hilton 2022 (scaling laws for reward-model over-optimisation), best-of-n and
+RL: with d = sqrt(KL(pi || pi_ref)) the gold reward moves as
+
+    gold - gold_0 = d (alpha - beta log d)   (alpha, beta: least squares on [d, -d log d])
+
+with d log d = 0 at d = 0. For beta > 0 it rises, peaks at d* = exp(alpha / beta - 1) with
+gold - gold_0 = beta d* there, then falls; for beta <= 0 the fitted curve has no interior peak
+(`GaoFit.peak` says so instead of returning a number).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["CuiFit", "GaoFit", "cui_fit", "gao_fit"]
+
+KL_TOLERANCE = 1e-6  # an exact KL this far below 0 is float rounding of 0; below that the input is wrong
+
+
+def _vectors(x, y, names: tuple[str, str], at_least: int) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(x, dtype=float).reshape(-1), np.asarray(y, dtype=float).reshape(-1)
+    if len(x) != len(y):
+        raise ValueError(f"{names[0]} and {names[1]} must have the same length, got {len(x)} and {len(y)}")
+    if len(x) < at_least:
+        raise ValueError(f"a fit of two parameters needs at least {at_least} points, got {len(x)}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError(f"{names[0]} and {names[1]} must be finite numbers")
+    return x, y
+
+
+def _least_squares(columns: np.ndarray, y: np.ndarray, what: str) -> np.ndarray:
+    coef, _, rank, _ = np.linalg.lstsq(columns, y, rcond=None)
+    if rank < columns.shape[1]:
+        raise ValueError(f"{what}: the points do not determine both parameters (they sit at one value)")
+    return coef
+
+
+@dataclass(frozen=True)
+class CuiFit:
+    """R = -a exp(H) + b, fitted on ``n`` points; ``mae`` is its mean absolute error on them."""
+
+    a: float
+    b: float
+    n: int
+    mae: float
+
+    @property
+    def ceiling(self) -> float:
+        """The predicted reward when the entropy is spent (H = 0): b - a."""
+        return self.b - self.a
+
+    def predict(self, entropy) -> np.ndarray:
+        """The fitted reward at each entropy."""
+        return -self.a * np.exp(np.asarray(entropy, dtype=float)) + self.b
+
+    def error(self, entropy, reward) -> float:
+        """Mean absolute error of the prediction on (entropy, reward) points, e.g. the later steps."""
+        h, r = _vectors(entropy, reward, ("entropy", "reward"), 1)
+        return float(np.mean(np.abs(self.predict(h) - r)))
+
+
+def cui_fit(entropy, reward) -> CuiFit:
+    """Least squares of ``reward`` on ``-exp(entropy)`` and a constant (Cui et al. 2025).
+
+    ``entropy`` and ``reward``: one value per step (or per evaluation) of the part of the run to fit,
+    e.g. its first 50 steps. At least 3 points, at two entropies or more."""
+    h, r = _vectors(entropy, reward, ("entropy", "reward"), 3)
+    a, b = _least_squares(np.stack([-np.exp(h), np.ones_like(h)], axis=1), r, "cui_fit")
+    fit = CuiFit(float(a), float(b), len(h), 0.0)
+    return CuiFit(fit.a, fit.b, fit.n, fit.error(h, r))
+
+
+@dataclass(frozen=True)
+class GaoFit:
+    """gold - start = d (alpha - beta log d), d = sqrt(KL), fitted on ``n`` points (``d_range``: the
+    smallest and largest d > 0 among them); ``rmse``: root mean squared error of the gold on them."""
+
+    alpha: float
+    beta: float
+    start: float
+    n: int
+    rmse: float
+    d_range: tuple[float, float]
+
+    @property
+    def has_peak(self) -> bool:
+        """Whether the fitted curve rises, then falls (beta > 0)."""
+        return self.beta > 0
+
+    def place(self, d: float) -> str:
+        """Where ``d`` sits against the measured d: "inside", "below" or "beyond" them."""
+        lo, hi = self.d_range
+        return "inside" if lo <= d <= hi else "below" if d < lo else "beyond"
+
+    @property
+    def d_star(self) -> float | None:
+        """The d of the fitted peak, exp(alpha / beta - 1); None when beta <= 0 (no interior peak)."""
+        if self.beta <= 0:
+            return None
+        return math.exp(min(self.alpha / self.beta - 1, 700.0))  # exp(700) ~ 1e304: "no peak in sight"
+
+    @property
+    def kl_star(self) -> float | None:
+        """The KL of the fitted peak, d*^2 (None without a peak)."""
+        return None if self.d_star is None else self.d_star**2
+
+    @property
+    def gain_star(self) -> float | None:
+        """gold - start at the fitted peak: beta d* (None without a peak)."""
+        return None if self.d_star is None else self.beta * self.d_star
+
+    @property
+    def peak(self) -> str:
+        """Where the fitted curve peaks, in words, and whether the points reach that far."""
+        lo, hi = self.d_range
+        if self.beta == 0:
+            turn = "falls" if self.alpha < 0 else "rises" if self.alpha > 0 else "stays flat"
+            return f"no interior peak (beta = 0): the fitted gold {turn} in proportion to d"
+        if self.d_star is None:
+            low = math.exp(min(self.alpha / self.beta - 1, 700.0))  # the stationary point is a minimum
+            return (
+                f"no interior peak (beta = {self.beta:.3g} < 0): the fitted curve is lowest at d = {low:.3g} "
+                f"(gold {self.start + self.beta * low:.3f}, {self.beta * low:+.3f} on the start), {self.place(low)} the measured d "
+                f"({lo:.3g} to {hi:.3g}), and rises without bound after it"
+            )
+        return (
+            f"peak at d* = {self.d_star:.3g} (KL {self.kl_star:.3g}), gold {self.start + self.gain_star:.3f} "
+            f"({self.gain_star:+.3f} on the start), {self.place(self.d_star)} the measured d ({lo:.3g} to {hi:.3g})"
+        )
+
+    def predict(self, kl) -> np.ndarray:
+        """The fitted gold at each KL."""
+        d = np.sqrt(np.clip(np.asarray(kl, dtype=float), 0.0, None))
+        return self.start + d * (self.alpha - self.beta * _log0(d))
+
+    def residuals(self, kl, gold) -> np.ndarray:
+        """gold - the fitted gold at each KL: above 0, a point beats the fitted frontier."""
+        k, g = _vectors(kl, gold, ("kl", "gold"), 1)
+        return g - self.predict(_check_kl(k))
+
+
+def _log0(d: np.ndarray) -> np.ndarray:
+    """log d where d > 0, and 0 where d = 0 (so that d log d -> 0 there)."""
+    return np.log(np.where(d > 0, d, 1.0))
+
+
+def _check_kl(kl: np.ndarray) -> np.ndarray:
+    if (kl < -KL_TOLERANCE).any():
+        raise ValueError(f"a KL cannot be negative, got {float(kl.min()):.3g} (an exact KL is >= 0)")
+    return np.clip(kl, 0.0, None)
+
+
+def gao_fit(kl, gold, start: float | None = None) -> GaoFit:
+    """Least squares of ``gold - start`` on d and -d log d, d = sqrt(``kl``) (Gao et al. 2022).
+
+    ``kl``: KL(pi || pi_ref) of each point (a checkpoint of a run), ``gold``: its gold reward;
+    ``start``: the reference's gold, by default the gold of the points at KL 0 (the runs' step 0),
+    an error if there is none. At least 2 points with KL > 0 at two different KLs."""
+    k, g = _vectors(kl, gold, ("kl", "gold"), 2)
+    k = _check_kl(k)
+    if start is None:
+        if not (k == 0).any():
+            raise ValueError("gao_fit: no point at KL 0 to take the start from; pass start= (the reference's gold)")
+        start = float(g[k == 0].mean())
+    d = np.sqrt(k)
+    if (d > 0).sum() < 2:
+        raise ValueError(f"gao_fit needs at least 2 points with KL > 0, got {int((d > 0).sum())}")
+    alpha, beta = _least_squares(np.stack([d, -d * _log0(d)], axis=1), g - start, "gao_fit")
+    if abs(beta) < 1e-12 * max(1.0, abs(alpha)):  # rounding of a curve linear in d: beta is 0, not a far peak
+        beta = 0.0
+    fit = GaoFit(float(alpha), float(beta), float(start), len(d), 0.0, (float(d[d > 0].min()), float(d.max())))
+    rmse = float(np.sqrt(np.mean(fit.residuals(k, g) ** 2)))
+    return GaoFit(fit.alpha, fit.beta, fit.start, fit.n, rmse, fit.d_range)
