@@ -97,6 +97,9 @@ def test_reward_model_training_measures_itself(task1, tiny_policy):
     assert not any(p.requires_grad for p in rm.parameters())
     proxy = ProxyTask(task1, rm)
     ex = exploits(proxy, tiny_policy, n_prompts=32, k=3)
+    # an untrained policy gets (almost) every one of 32 prompts wrong: k wrong answers exist to rank, and the
+    # checks below must not pass on an empty list
+    assert len(ex) == 3, ex
     assert [e["proxy"] for e in ex] == sorted((e["proxy"] for e in ex), reverse=True)
     assert all(e["completion"].split("<eos>")[0] != e["answer"] or not e["completion"].endswith("<eos>") for e in ex)
 

@@ -37,7 +37,16 @@ def test_paired_and_unpaired_by_hand():
 def test_rule_says_what_it_tests():
     text = V.rule(0.1, 0.0, "the gap", seeds=3)
     assert text == "holds: the gap > 0.1 on each of 3 seeds; fails here: <= 0 on each of 3 seeds; between: depends"
-    assert "between" not in V.rule(0.1, 0.1) and "its one seed" in V.rule(0.0, 0.0, seeds=1)
+    assert "between" not in V.rule(0.1, 0.1)
+    # one value (one reward model, one batch): not "every seed", which claims more than was measured
+    assert (
+        V.rule(0.0, 0.0, seeds=1)
+        == "holds: the effect > 0 on its one measurement; fails here: <= 0 on its one measurement"
+    )
+    assert V.on_seeds() == "every seed" and V.on_seeds(2) == "each of 2 seeds"
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="seeds must be"):
+            V.on_seeds(bad)
 
 
 floats = st.floats(-10, 10, allow_nan=False)

@@ -51,9 +51,21 @@ def above(a, b, margin: float = 0.0, null: float = 0.0, pair: bool = False) -> s
     return verdict(paired(a, b) if pair else unpaired(a, b), margin, null)
 
 
+def on_seeds(seeds: int | None = None) -> str:
+    """Over what a rule is tested, in words: "every seed" (``seeds`` None: the count is not
+    given), "each of n seeds", or "its one measurement" (``seeds`` 1: a single value, e.g. one
+    reward model or one batch, where "every seed" would claim more than was measured)."""
+    if seeds is None:
+        return "every seed"
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer or None, got {seeds!r}")
+    return f"each of {seeds} seeds" if seeds > 1 else "its one measurement"
+
+
 def rule(margin: float, null: float = 0.0, what: str = "the effect", seeds: int | None = None) -> str:
-    """The rule in words, for a claim's measurement text: what holds and what fails here test."""
-    on = "every seed" if seeds is None else (f"each of {seeds} seeds" if seeds > 1 else "its one seed")
+    """The rule in words, for a claim's measurement text: what holds and what fails here test
+    (over `on_seeds`: pass ``seeds=1`` for a claim with one measurement)."""
+    on = on_seeds(seeds)
     if margin == null:
         return f"holds: {what} > {margin:g} on {on}; fails here: <= {null:g} on {on}"
     return f"holds: {what} > {margin:g} on {on}; fails here: <= {null:g} on {on}; between: depends"

@@ -1,0 +1,40 @@
+"""regimes.run_overoptimisation on a tiny setup: the runs per r_phi size and beta, Gao's curve fitted
+to the unpenalised runs, and the penalised runs' residuals against it."""
+
+import pytest
+import torch
+
+from grpo_edu import ModelConfig, TinyGPT, get_preset
+from grpo_edu.experiments import regimes
+from grpo_edu.measure.fits import GaoFit
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+    return ref, get_preset("cpu", prompts_per_step=8, group_size=8)
+
+
+def test_overoptimisation_on_a_tiny_setup(tiny):
+    ref, preset = tiny
+    res = regimes.run_overoptimisation(
+        ref, preset, seeds=(0,), steps=2, betas=(0.0, 0.3), sizes=(64,), eval_every=1, progress=False
+    )
+    assert set(res["reward_models"]) == {64} and set(res["runs"][64]) == {0.0, 0.3}
+    for runs in res["runs"][64].values():
+        c = runs[0]
+        assert c["step"] == [0, 1, 2] and len(c["gold"]) == len(c["kl"]) == 3 and abs(c["kl"][0]) < 1e-5
+    fit, start = res["fits"][64], res["runs"][64][0.0][0]["gold"][0]
+    assert isinstance(fit, GaoFit) and fit.start == start and fit.n == 2  # steps 1 and 2 of the one beta-0 run
+    f = res["frontier"][64]
+    assert set(f) == {0.3} and f[0.3]["n"] == 2
+    run = res["runs"][64][0.3][0]
+    residuals = [g - float(fit.predict([k])[0]) for k, g in zip(run["kl"][1:], run["gold"][1:], strict=True)]
+    assert f[0.3]["mean"] == pytest.approx(sum(residuals) / 2)
+    assert f[0.3]["max_abs"] == pytest.approx(max(abs(r) for r in residuals))
+
+
+def test_overoptimisation_needs_the_unpenalised_runs(tiny):
+    with pytest.raises(ValueError, match="betas must include 0"):
+        regimes.run_overoptimisation(*tiny, betas=(0.3,), progress=False)
