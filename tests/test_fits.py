@@ -69,6 +69,13 @@ def test_gao_fit_without_a_peak_says_so(alpha, beta, words):
         assert f"{math.exp(1.5):.3g}" in fit.peak
 
 
+def test_a_minimum_far_beyond_the_points_reads_as_a_fall():
+    kl = np.array([0.0, 0.25, 1.0, 4.0])
+    d = np.sqrt(kl)
+    fit = gao_fit(kl, 0.5 + d * (-0.3 + 0.001 * np.log(np.where(d > 0, d, 1.0))))  # minimum at exp(299)
+    assert "falls over every measured d" in fit.peak and "far beyond" in fit.peak
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     alpha=st.floats(-2, 2),

@@ -132,6 +132,11 @@ class GaoFit:
             return f"no interior peak (beta = 0): the fitted gold {turn} in proportion to d"
         if self.d_star is None:
             low = math.exp(min(self.alpha / self.beta - 1, 700.0))  # the stationary point is a minimum
+            if low > 1e3 * hi:
+                return (
+                    f"no interior peak (beta = {self.beta:.3g} < 0): the fitted gold falls over every measured d "
+                    f"(its minimum, at d = {low:.3g}, is far beyond them)"
+                )
             return (
                 f"no interior peak (beta = {self.beta:.3g} < 0): the fitted curve is lowest at d = {low:.3g} "
                 f"(gold {self.start + self.beta * low:.3f}, {self.beta * low:+.3f} on the start), {self.place(low)} the measured d "
