@@ -409,10 +409,11 @@ def test_navigation_lists_the_notebooks_in_course_order(site, browser):
     first = cdp.eval("document.querySelector('nav.bd-docs-nav a.reference.internal').textContent.trim()")
     assert first == "Start here", first
     assert hrefs[0].endswith("/README.html"), hrefs[:2]
-    assert NOTEBOOKS[:7] == [
+    assert NOTEBOOKS[:8] == [
         "00_arithmetic_world",
         "01_reinforce",
         "02_baseline",
+        "02_baseline_variance",
         "03_ppo",
         "04_grpo",
         "05_side_by_side",
