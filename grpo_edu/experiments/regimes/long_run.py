@@ -13,7 +13,8 @@ from .common import above, bar, claim, rule, spread, task_of, verdict
 def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28, progress=True) -> dict:
     """GRPO for ``steps`` steps with the symmetric clip (eps_high = eps_low = 0.2) and with
     clip-higher (``eps_high``, DAPO), per seed: the token entropy of the policy on its sampled
-    answers (the loss's logged ``entropy``) and the mean reward of that batch, every step, and the
+    answers (the loss's logged ``entropy``), the mean reward of that batch and the share of tokens
+    held at the upper clip (``clip_high``: rho > 1 + eps_high with A > 0), every step, and the
     held-out accuracy every ``preset.eval_every`` steps (``curves[name][seed index]``).
 
     DAPO's argument: with a symmetric clip a token of probability 0.01 may only rise to 0.012
@@ -32,6 +33,7 @@ def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28
                 {
                     "entropy": [round(float(x), 5) for x in h.series("entropy")],
                     "reward": [round(float(x), 5) for x in h.series("reward")],
+                    "clip_high": [round(float(x), 6) for x in h.series("clip_high")],
                     "eval_step": [e["step"] for e in h.evals],
                     "accuracy": [e["accuracy"] for e in h.evals],
                 }
