@@ -22,12 +22,12 @@ from . import functional
 from .algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, Reinforce, ReinforceBaseline, make_algorithm
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT, ValueModel
-from .presets import get_preset, make_task, setup_torch
-from .reference import reference_policy, train_from_preset
 from .rollout import Rollout, generate, sample_batch, sequence_logprobs
-from .sft import SFTConfig
 from .tokenizer import CharTokenizer
 from .train import History, train, update
+from .warmstart.presets import get_preset, make_task, setup_torch
+from .warmstart.reference import reference_policy, train_from_preset
+from .warmstart.sft import SFTConfig
 
 __version__ = "0.1.0"
 

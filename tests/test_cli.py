@@ -6,7 +6,6 @@ import re
 import pytest
 
 from grpo_edu import get_preset
-from grpo_edu.cli import main
 from grpo_edu.experiments import (
     Variant,
     best_learning_rates,
@@ -18,6 +17,7 @@ from grpo_edu.experiments import (
     run_variance_study,
     write_report,
 )
+from grpo_edu.experiments.cli import main
 from grpo_edu.measure import claims, format_table, run_comparison, where_each_wins
 
 
@@ -153,7 +153,7 @@ def test_bad_arguments_are_one_line_errors_naming_the_flag(argv, match, capsys):
 
 
 def _verb_names():
-    from grpo_edu.cli import VERBS
+    from grpo_edu.experiments.cli import VERBS
 
     return [*VERBS, "check-notebooks"]
 
@@ -202,7 +202,7 @@ def test_gpu_preset_without_cuda_is_a_one_line_error(capsys, monkeypatch):
 
 
 def test_unwritable_cache_is_a_one_line_error_before_training(tmp_path, capsys, monkeypatch):
-    import grpo_edu.reference as ref
+    import grpo_edu.warmstart.reference as ref
 
     monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
     (tmp_path / "a-file").write_text("")
@@ -231,7 +231,7 @@ def test_unwritable_cache_is_a_one_line_error_before_training(tmp_path, capsys, 
     ],
 )
 def test_unwritable_output_is_a_one_line_error_before_anything_runs(tmp_path, capsys, monkeypatch, argv, flag):
-    import grpo_edu.reference as ref
+    import grpo_edu.warmstart.reference as ref
 
     monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the output"))
     (tmp_path / "a-file").write_text("")
@@ -330,7 +330,7 @@ def test_readme_command_table_shows_the_real_defaults():
     (of `a|b`, the first): parsing it gives the same arguments as leaving it out."""
     from pathlib import Path
 
-    from grpo_edu.cli import _parser
+    from grpo_edu.experiments.cli import _parser
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("## The command\n", 1)[1].split("\n## ", 1)[0]
@@ -350,7 +350,7 @@ def _no_work(monkeypatch):
     """Any training or benchmark that starts fails the test: what is checked must be checked before."""
     import grpo_edu.experiments as experiments
     import grpo_edu.measure as measure
-    import grpo_edu.reference as ref
+    import grpo_edu.warmstart.reference as ref
 
     for module, name in ((ref, "train_sft"), (ref, "reference_policy"), (experiments, "run_bench"),
                          (measure, "run_comparison"), (experiments, "run_sweep"), (experiments, "run_ablation")):  # fmt: skip
@@ -446,7 +446,7 @@ def test_a_bad_preset_shows_the_verbs_usage(capsys):
 
 
 def test_empty_cache_variable_is_a_one_line_error(capsys, monkeypatch, tmp_path):
-    from grpo_edu.reference import CacheEnvError, cache_dir
+    from grpo_edu.warmstart.reference import CacheEnvError, cache_dir
 
     monkeypatch.delenv("GRPO_EDU_CACHE", raising=False)
     assert cache_dir().parts[-2:] == (".cache", "grpo-edu")  # unset: the default
@@ -456,7 +456,7 @@ def test_empty_cache_variable_is_a_one_line_error(capsys, monkeypatch, tmp_path)
         monkeypatch.setenv("GRPO_EDU_CACHE", empty)
         with pytest.raises(CacheEnvError, match=r"^\$GRPO_EDU_CACHE is set but empty"):
             cache_dir()
-    import grpo_edu.reference as ref
+    import grpo_edu.warmstart.reference as ref
 
     monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
     err = _one_line_error(["reference", "--preset", "cpu", "--quiet"], capsys)
@@ -499,8 +499,8 @@ def test_world_flag_reaches_the_verb_and_names_its_choices(capsys, monkeypatch):
     """--world spread hands the verb the spread world's preset (its own reference); a bad world is argparse's
     one clear error, naming the allowed values; the flag's choices are presets.WORLDS."""
     import grpo_edu.experiments.regimes as regimes
-    from grpo_edu.cli import _parser
-    from grpo_edu.presets import WORLDS
+    from grpo_edu.experiments.cli import _parser
+    from grpo_edu.warmstart.presets import WORLDS
 
     seen = {}
     monkeypatch.setattr(regimes, "run_regimes", lambda preset, **k: seen.update(preset=preset) or {})

@@ -153,8 +153,8 @@ def test_easy_mask():
 # ------------------------------------------------------------------ the spread world: a name a user passes
 def test_spread_world_is_a_preset_with_its_own_reference_config():
     from grpo_edu import get_preset
-    from grpo_edu.presets import WORLDS, make_task, with_world
-    from grpo_edu.reference import reference_config
+    from grpo_edu.warmstart.presets import WORLDS, make_task, with_world
+    from grpo_edu.warmstart.reference import reference_config
 
     default, spread = get_preset("cpu"), get_preset("cpu", world="spread")
     assert set(WORLDS) == {"default", "spread"} and default.world == "default" and spread.world == "spread"
@@ -176,7 +176,7 @@ def test_spread_world_is_a_preset_with_its_own_reference_config():
 @pytest.mark.parametrize("world", ["flat", "", None, 1, "Spread"])
 def test_an_unknown_world_is_one_clear_error(world):
     from grpo_edu import get_preset
-    from grpo_edu.presets import with_world
+    from grpo_edu.warmstart.presets import with_world
 
     with pytest.raises(ValueError, match=r"unknown world .*choose one of \['default', 'spread'\]"):
         get_preset("cpu", world=world)
@@ -186,14 +186,14 @@ def test_an_unknown_world_is_one_clear_error(world):
 
 @pytest.mark.parametrize("bad", [0, -3, 1.5, True, "70"])
 def test_sft_operand_below_rejects_nonsense(bad):
-    from grpo_edu.sft import SFTConfig
+    from grpo_edu.warmstart.sft import SFTConfig
 
     with pytest.raises(ValueError, match="operand_below must be None or an integer >= 1"):
         SFTConfig(operand_below=bad)
 
 
 def test_sft_on_a_subset_sees_only_small_operands():
-    from grpo_edu.sft import SFTConfig, labelled_set, sample_below, subset_eval_problems
+    from grpo_edu.warmstart.sft import SFTConfig, labelled_set, sample_below, subset_eval_problems
 
     task = ArithmeticTask()
     got = sample_below(task, 300, np.random.default_rng(0), 70)
@@ -208,8 +208,8 @@ def test_sft_on_a_subset_sees_only_small_operands():
 
 def test_sft_on_a_subset_stops_on_the_subsets_accuracy(tmp_path):
     from grpo_edu import ModelConfig
-    from grpo_edu.reference import reference_policy
-    from grpo_edu.sft import SFTConfig
+    from grpo_edu.warmstart.reference import reference_policy
+    from grpo_edu.warmstart.sft import SFTConfig
 
     task = ArithmeticTask(digits=1, eval_size=50)
     cfg = SFTConfig(max_steps=10, eval_every=5, batch_size=32, target_accuracy=1.0, target_metric="sampled",
@@ -257,7 +257,7 @@ def test_difficulty_regime_runs_both_worlds_tiny(tmp_path):
     from grpo_edu import ModelConfig, TinyGPT, get_preset
     from grpo_edu.experiments import regimes
     from grpo_edu.experiments.regimes.difficulty import RUNS, WORLDS
-    from grpo_edu.plotstyle import alt_text
+    from grpo_edu.figures.plotstyle import alt_text
 
     torch.manual_seed(0)
     ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
@@ -284,9 +284,9 @@ def test_difficulty_regime_runs_both_worlds_tiny(tmp_path):
 
 def test_sft_whole_share_mixes_in_the_whole_task_and_keys_the_cache():
     from grpo_edu import get_preset
-    from grpo_edu.presets import make_task
-    from grpo_edu.reference import reference_config
-    from grpo_edu.sft import SFTConfig
+    from grpo_edu.warmstart.presets import make_task
+    from grpo_edu.warmstart.reference import reference_config
+    from grpo_edu.warmstart.sft import SFTConfig
 
     with pytest.raises(ValueError, match="whole_share acts only with operand_below"):
         SFTConfig(whole_share=0.1)

@@ -489,8 +489,8 @@ def test_bad_filler_names_the_field(bad):
 
 def test_filler_budget_truncates_long_answers_and_keeps_the_reference():
     from grpo_edu.model import ModelConfig
-    from grpo_edu.reference import reference_config
-    from grpo_edu.sft import SFTConfig
+    from grpo_edu.warmstart.reference import reference_config
+    from grpo_edu.warmstart.sft import SFTConfig
 
     free, tight = ArithmeticTask(filler=4), ArithmeticTask(filler=4, filler_budget=1)
     assert tight.max_answer_length == free.max_answer_length - 3 and tight.config["filler_budget"] == 1

@@ -93,15 +93,16 @@ def test_train_from_preset_builds_what_train_takes(task, reference, cpu_preset):
 
 def test_one_of_each():
     """One list of algorithm names, one sampler copy, one flat gradient, one GRPO eps."""
-    from grpo_edu import cli, maze_pg, objectives_demo
     from grpo_edu.algorithms import ALGORITHMS, GRPOConfig, sampler
+    from grpo_edu.demos import maze_pg, objectives
+    from grpo_edu.experiments import cli
     from grpo_edu.measure import ORDER, common, variance
 
     assert ORDER == tuple(ALGORITHMS)
     algo = next(a for a in cli._parser()._subparsers._group_actions[0].choices["train"]._actions if a.dest == "algo")
     assert algo.choices == list(ALGORITHMS)
     assert maze_pg.MAZE_ALGORITHMS == ("reinforce", "baseline") and not hasattr(maze_pg, "ALGORITHMS")
-    assert objectives_demo.sampler_copy is sampler.sampler_copy and objectives_demo.flat_grad is common.flat_grad
+    assert objectives.sampler_copy is sampler.sampler_copy and objectives.flat_grad is common.flat_grad
     assert variance.GRPO_EPS == GRPOConfig().adv_eps == 1e-4
 
 
@@ -120,11 +121,12 @@ def test_figures_only_in_the_plotting_modules():
     as before) and uses only public names of plotstyle."""
     import ast
 
-    from grpo_edu import measure, plots
+    from grpo_edu import measure
+    from grpo_edu.figures import plots
 
     assert plots.token_view_values is measure.token_view_values and plots.TOKEN_VIEW == measure.TOKEN_VIEW
     for mod in ("plots", "concept_plots"):
-        tree = ast.parse((PKG / f"{mod}.py").read_text())
+        tree = ast.parse((PKG / "figures" / f"{mod}.py").read_text())
         private = [
             a.name
             for node in ast.walk(tree)
@@ -133,7 +135,7 @@ def test_figures_only_in_the_plotting_modules():
             if a.name.startswith("_")
         ]
         assert private == [], mod
-        assert "autograd" not in (PKG / f"{mod}.py").read_text(), mod
+        assert "autograd" not in (PKG / "figures" / f"{mod}.py").read_text(), mod
 
 
 def test_plug_is_a_registry_the_core_consults():

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from envs.maze import MazeEnv
-from grpo_edu.maze_pg import (
+from grpo_edu.demos.maze_pg import (
     TabularPolicy,
     greedy_path,
     greedy_path_length,

@@ -44,7 +44,7 @@ RUNS = {  # name -> (algorithm, config overrides, train kwargs)
 
 def _run(name):
     from grpo_edu import ModelConfig, SFTConfig, TinyGPT, get_preset, make_algorithm, train
-    from grpo_edu.reference import reference_policy
+    from grpo_edu.warmstart.reference import reference_policy
 
     algo, config, kw = RUNS[name]
     from envs import ArithmeticTask

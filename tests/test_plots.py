@@ -14,8 +14,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from envs.maze import MazeEnv  # noqa: E402
 from grpo_edu import functional as Fn  # noqa: E402
-from grpo_edu import plots  # noqa: E402
-from grpo_edu.maze_pg import TabularPolicy, train_maze  # noqa: E402
+from grpo_edu.demos.maze_pg import TabularPolicy, train_maze  # noqa: E402
+from grpo_edu.figures import plots  # noqa: E402
 from grpo_edu.train import History  # noqa: E402
 
 
@@ -333,7 +333,7 @@ def test_group_advantages():
 
 
 def test_smoothing_window_longer_than_the_run():
-    from grpo_edu.plots import _smooth
+    from grpo_edu.figures.plots import _smooth
 
     y = np.array([1.0, 2.0, 3.0])
     assert _smooth(y, 10).shape == (3,)

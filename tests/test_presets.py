@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from grpo_edu import TinyGPT, get_preset, make_algorithm, make_task, train
-from grpo_edu.presets import resolve_preset
+from grpo_edu.warmstart.presets import resolve_preset
 
 
 def test_auto_picks_by_device():
@@ -69,7 +69,7 @@ def test_gpu_preset_with_cuda_picks_it(monkeypatch):
 
 
 def test_an_empty_seed_shift_is_an_error(monkeypatch):
-    from grpo_edu.presets import seed_shift
+    from grpo_edu.warmstart.presets import seed_shift
 
     monkeypatch.setenv("GRPO_EDU_SEED_SHIFT", "")
     with pytest.raises(ValueError, match="set but empty"):

@@ -87,7 +87,7 @@ def test_run_regimes_rejects_unknown_names(tiny):
 
 def test_regime_figures_are_styled_and_ordered(tiny, tmp_path):
     """Each figure has a title, alt text, accuracy in percent, and the offset runs top to bottom in print order."""
-    from grpo_edu.plotstyle import alt_text
+    from grpo_edu.figures.plotstyle import alt_text
 
     ref, preset = tiny
     res = regimes.run_offset(ref, preset, seeds=(0,), steps=1, warmup=1, progress=False)
@@ -113,7 +113,7 @@ def test_format_regimes_says_seeds_notebook_figure_and_time(tiny):
 
 
 def test_cli_help_and_bad_input(capsys):
-    from grpo_edu.cli import main
+    from grpo_edu.experiments.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["regimes", "--help"])

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from envs import ArithmeticTask
-from grpo_edu.checkpoint import NotWritableError, load_checkpoint, load_state_dict_checked, save_checkpoint
 from grpo_edu.evaluation import evaluate
 from grpo_edu.model import ModelConfig, TinyGPT
-from grpo_edu.reference import reference_policy
-from grpo_edu.sft import SFTConfig, sft_batch
+from grpo_edu.warmstart.checkpoint import NotWritableError, load_checkpoint, load_state_dict_checked, save_checkpoint
+from grpo_edu.warmstart.reference import reference_policy
+from grpo_edu.warmstart.sft import SFTConfig, sft_batch
 
 TINY = ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
 
@@ -190,7 +190,7 @@ def test_unusable_cache_file_is_named_in_the_users_words(tmp_path, capsys, spoil
 
 
 def test_unwritable_cache_fails_in_one_line_before_training(tmp_path, monkeypatch):
-    import grpo_edu.reference as ref
+    import grpo_edu.warmstart.reference as ref
 
     monkeypatch.setattr(ref, "train_sft", lambda *a, **k: pytest.fail("trained before checking the cache"))
     (tmp_path / "a-file").write_text("")
@@ -210,7 +210,7 @@ def test_unwritable_cache_fails_in_one_line_before_training(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("progress", [True, False])
 def test_sft_progress_bar_shows_where_it_stops(capsys, progress):
-    from grpo_edu.sft import train_sft
+    from grpo_edu.warmstart.sft import train_sft
 
     task = ArithmeticTask(digits=1, eval_size=20)
     torch.manual_seed(0)

@@ -423,7 +423,7 @@ def test_navigation_lists_the_notebooks_in_course_order(site, browser):
 
 WIDTHS = [1280, 1920]  # common desktop widths: a laptop and a full-HD screen
 # A figure's text must be readable as shown: the notebooks draw at 100 dpi with 10-pt text
-# (grpo_edu/plotstyle.py), 10 / 72 * 100 = 13.9 px in the image; shown at >= 0.65 of its
+# (grpo_edu/figures/plotstyle.py), 10 / 72 * 100 = 13.9 px in the image; shown at >= 0.65 of its
 # natural width, that text is >= 9 px on the screen.
 FIGURE_SCALE_MIN = 0.65
 

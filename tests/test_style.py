@@ -29,13 +29,57 @@ def test_ruff_format():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+# The tree says which is which (DESIGN.md, "the ladder and the lab"): the ladder is what a learner
+# reads, bottom up; the lab measures and serves it, importing the ladder, never the reverse.
+LADDER_MODULES = {"__init__", "functional", "model", "tokenizer", "rollout", "evaluation", "train"}
+LADDER_PACKAGES = {"algorithms"}  # every other subpackage of grpo_edu is the lab
+
+
+def _temporary_alias(path: Path) -> bool:
+    """TEMPORARY (issue 24): a module left at an old path while notebooks still import it, that makes
+    the old name the new module (``sys.modules[__name__] = importlib.import_module(...)``). These go
+    once every notebook imports the new paths; they are not modules of the tree."""
+    return "sys.modules[__name__] = importlib.import_module(" in path.read_text()
+
+
+def test_temporary_aliases_are_the_moved_modules():
+    """While they last, an old path is the same module object as the new one (so `grpo_edu.plots.x`
+    and a monkeypatch through the old name reach the module that runs)."""
+    import importlib
+    import re
+
+    for p in (ROOT / "grpo_edu").rglob("*.py"):
+        if _temporary_alias(p):
+            old = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+            new = re.search(r'import_module\("([\w.]+)"\)', p.read_text()).group(1)
+            assert importlib.import_module(old) is importlib.import_module(new) and sys.modules[old].__name__ == new
+
+
+def test_the_tree_shows_the_ladder_and_the_lab():
+    """grpo_edu's top-level modules are the ladder's only (a lab module added at the top fails here),
+    `algorithms/` is the ladder's one subpackage, and the lab is its other subpackages."""
+    pkg = ROOT / "grpo_edu"
+    top = {p.stem for p in pkg.glob("*.py") if not _temporary_alias(p)}
+    assert top == LADDER_MODULES, (
+        f"not the ladder: {sorted(top - LADDER_MODULES)}; missing: {sorted(LADDER_MODULES - top)}"
+    )
+    lab = {p.parent.name for p in pkg.glob("*/__init__.py")} - LADDER_PACKAGES
+    assert LADDER_PACKAGES <= {p.parent.name for p in pkg.glob("*/__init__.py")}
+    assert {"warmstart", "measure", "experiments", "figures", "hf"} <= lab  # the lab's places, as DESIGN names them
+
+
+def _is_ladder(module: str) -> bool:
+    parts = module.split(".")
+    return parts[0] == "grpo_edu" and (len(parts) == 1 or parts[1] in LADDER_MODULES | LADDER_PACKAGES)
+
+
 def _import_graph(packages=("grpo_edu", "envs")) -> dict[str, set[str]]:
     """The modules of ``packages`` -> the modules of those packages they import (any level, lazy
-    imports too)."""
+    imports too). TEMPORARY aliases at old paths (`_temporary_alias`) are left out."""
     import ast
 
     mods = {}
-    for p in (q for pkg in packages for q in (ROOT / pkg).rglob("*.py")):
+    for p in (q for pkg in packages for q in (ROOT / pkg).rglob("*.py") if not _temporary_alias(q)):
         parts = p.relative_to(ROOT).with_suffix("").parts
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
 
@@ -100,18 +144,31 @@ def test_cycle_finder_finds_a_cycle():
 def test_imports_go_one_way():
     """No import cycle among the modules of grpo_edu and envs (a package's __init__ re-exporting
     its own submodules excepted): the environments at the bottom (they import nothing of
-    grpo_edu), then the functional core, the loop above the algorithms, measurement,
-    experiments and the CLI on top."""
+    grpo_edu), then the ladder (the functional core, the rollout, the algorithms, the loop above
+    them), then the lab (warm start, measurements, experiments and the CLI, figures, demos, the
+    TRL bridge), which imports the ladder, never the reverse."""
     graph = _import_graph()
     envs_up = sorted(
         f"{m} -> {e}" for m, es in graph.items() if m.split(".")[0] == "envs" for e in es if "envs" != e.split(".")[0]
     )
     assert envs_up == []  # envs imports nothing of grpo_edu
-    assert any(e.startswith("envs") for e in graph["grpo_edu.presets"])  # the graph sees grpo_edu -> envs
+    assert any(e.startswith("envs") for e in graph["grpo_edu.warmstart.presets"])  # the graph sees grpo_edu -> envs
+    # the ladder imports nothing of the lab; `grpo_edu/__init__.py` is the front door that re-exports
+    # both (get_preset, reference_policy, train_from_preset, SFTConfig are the lab's warm start)
+    ladder = [m for m in graph if _is_ladder(m) and m != "grpo_edu"]
+    assert {"grpo_edu.train", "grpo_edu.functional", "grpo_edu.algorithms.grpo"} <= set(ladder)
+    up = sorted(f"{m} -> {e}" for m in ladder for e in graph[m] if e.startswith("grpo_edu") and not _is_ladder(e))
+    assert up == []
+    lab_to_ladder = {e for m, es in graph.items() if m.startswith("grpo_edu.") and not _is_ladder(m) for e in es}
+    assert "grpo_edu.train" in lab_to_ladder and "grpo_edu.rollout" in lab_to_ladder  # the graph sees lab -> ladder
     assert "grpo_edu.train" in graph and not any(e.startswith("grpo_edu.algorithms") for e in graph["grpo_edu.train"])
     for pkg in [m for m in graph if (ROOT / m.replace(".", "/") / "__init__.py").exists()]:
         graph[pkg] = {e for e in graph[pkg] if not e.startswith(pkg + ".")}  # re-exports point down
     assert _cycles(graph) == []
     assert not any(e.startswith("grpo_edu.train") for e in graph["grpo_edu.algorithms.base"])  # the loop is above
     # the loop takes the reference, it does not build it: below the warm start (presets, SFT, reference)
-    assert not graph["grpo_edu.train"] & {"grpo_edu.presets", "grpo_edu.reference", "grpo_edu.sft"}
+    assert not graph["grpo_edu.train"] & {
+        "grpo_edu.warmstart.presets",
+        "grpo_edu.warmstart.reference",
+        "grpo_edu.warmstart.sft",
+    }

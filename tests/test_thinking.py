@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from envs import ArithmeticTask, ScratchpadTask
 from grpo_edu import ModelConfig, TinyGPT, evaluate, sample_batch
-from grpo_edu.reference import reference_config
-from grpo_edu.sft import SFTConfig, sft_batch
+from grpo_edu.warmstart.reference import reference_config
+from grpo_edu.warmstart.sft import SFTConfig, sft_batch
 
 EOS = 2
 

@@ -1,4 +1,4 @@
-"""The per-token view of one batch and the variants' small multiples (grpo_edu.plots)."""
+"""The per-token view of one batch and the variants' small multiples (grpo_edu.figures.plots)."""
 
 import io
 
@@ -13,7 +13,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from grpo_edu import functional as Fn  # noqa: E402
-from grpo_edu import plots  # noqa: E402
+from grpo_edu.figures import plots  # noqa: E402
 from grpo_edu.rollout import Rollout  # noqa: E402
 from grpo_edu.tokenizer import CharTokenizer  # noqa: E402
 from grpo_edu.train import History  # noqa: E402

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from grpo_edu import get_preset, make_algorithm, make_task, plug, reference_policy, train
-from grpo_edu.maze_pg import train_maze
+from grpo_edu.demos.maze_pg import train_maze
 
 __all__ = ["discounted_returns", "policy_gradient_loss"]
 

@@ -19,7 +19,7 @@ from course.autograde import (
     training_tests,
 )
 from grpo_edu import make_algorithm, plug
-from grpo_edu.maze_pg import train_maze
+from grpo_edu.demos.maze_pg import train_maze
 
 # Training checks. MEASURED on the cpu preset (reference at 26% held-out), seeds 0-3,
 # 128 sequences/step: the mean sampled reward rose by +0.052 .. +0.120 from the first 20

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from grpo_edu import get_preset, make_algorithm, make_task, plug, reference_policy, train
-from grpo_edu.plots import plot_metrics
+from grpo_edu.figures.plots import plot_metrics
 
 __all__ = ["gae", "clipped_surrogate_loss"]
 
@@ -82,7 +82,7 @@ def clip_ablation(eps_values=(0.05, 0.2, 0.5, 1.0), steps: int = 150, sequences_
 
     More epochs over each batch (``epochs``) move pi_theta further from pi_old, so the
     clip matters more. Returns ``{f"eps={eps}": [History per seed]}``, the shape that
-    grpo_edu.plots.plot_metrics / plot_learning_curves take.
+    grpo_edu.figures.plots.plot_metrics / plot_learning_curves take.
     """
     preset = get_preset("cpu")
     task = make_task(preset)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from grpo_edu import get_preset, make_algorithm, make_task, plug, reference_policy, train
-from grpo_edu.plots import plot_metrics
+from grpo_edu.figures.plots import plot_metrics
 
 __all__ = ["group_advantages", "kl_penalized_rewards", "aggregate_loss"]
 
@@ -119,7 +119,7 @@ def experiment(knob: str = "scale_rewards", values=("group", "none"), steps: int
     knob "scale_rewards" (values "group", "batch", "none") is the std-scaling experiment;
     knob "loss_type" (values "sequence_mean", "token_mean", "constant") the length-bias
     one. Extra ``config`` goes to GRPOConfig (e.g. beta=0.0). Returns
-    ``{f"{knob}={value}": [History per seed]}``, the shape grpo_edu.plots expects.
+    ``{f"{knob}={value}": [History per seed]}``, the shape grpo_edu.figures.plots expects.
     """
     preset = get_preset("cpu")
     task = make_task(preset)

@@ -1,5 +1,6 @@
-"""The longer jobs of the `grpo-edu` verbs, built on `grpo_edu.measure` (imports go down):
+"""The `grpo-edu` command and the longer jobs of its verbs, built on `grpo_edu.measure` (imports go down):
 
+    cli.py              the grpo-edu command: its verbs, their flags, one function a verb
     bench.py            grpo-edu bench: generation speed, step time, passes, memory per algorithm
     sweep.py            grpo-edu sweep: learning rate x seed, is the comparison fair?
     variance_study.py   grpo-edu variance: each estimator's gradient variance at several snapshots

@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..algorithms import make_algorithm
-from ..presets import make_task, resolve_preset, setup_torch
-from ..reference import reference_policy
 from ..rollout import prompt_sharing
 from ..train import train
+from ..warmstart.presets import make_task, resolve_preset, setup_torch
+from ..warmstart.reference import reference_policy
 
 
 @dataclass(frozen=True)

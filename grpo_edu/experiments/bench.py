@@ -12,9 +12,9 @@ import torch
 from ..measure.compare import ORDER
 from ..measure.cost import step_cost
 from ..measure.memory import step_memory
-from ..presets import make_task, resolve_preset, setup_torch
-from ..reference import reference_policy
 from ..rollout import generate
+from ..warmstart.presets import make_task, resolve_preset, setup_torch
+from ..warmstart.reference import reference_policy
 
 
 def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True) -> dict:

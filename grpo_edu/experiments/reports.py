@@ -113,7 +113,7 @@ def write_report(result: dict, out_dir) -> dict:
 
     matplotlib.use("Agg", force=False)
 
-    from .. import plots
+    from ..figures import plots
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ..algorithms import make_algorithm
 from ..measure.compare import ORDER
-from ..presets import make_task, resolve_preset, setup_torch
-from ..reference import reference_policy
 from ..train import train
+from ..warmstart.presets import make_task, resolve_preset, setup_torch
+from ..warmstart.reference import reference_policy
 
 
 def run_sweep(

@@ -7,9 +7,9 @@ import copy
 from ..algorithms import make_algorithm
 from ..evaluation import evaluate
 from ..measure.variance import gradient_variance, score_norms
-from ..presets import make_task, resolve_preset, setup_torch
-from ..reference import reference_policy
 from ..train import train
+from ..warmstart.presets import make_task, resolve_preset, setup_torch
+from ..warmstart.reference import reference_policy
 
 
 def run_variance_study(

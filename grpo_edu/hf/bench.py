@@ -142,8 +142,8 @@ def bench_trl(
     """
     require_extra()  # before the reference and the first cycle
     from ..algorithms import GRPOConfig
-    from ..presets import make_task, resolve_preset
-    from ..reference import reference_policy
+    from ..warmstart.presets import make_task, resolve_preset
+    from ..warmstart.reference import reference_policy
 
     preset = resolve_preset(preset)
 

@@ -114,7 +114,7 @@ def launch(
     if unknown:
         raise ValueError(f"parity: unknown loss types {sorted(unknown)}; choose from {PARITY_LOSS_TYPES}")
     from ..algorithms import GRPOConfig
-    from ..presets import get_preset
+    from ..warmstart.presets import get_preset
 
     preset = get_preset(preset) if isinstance(preset, str) else preset
     G, mb = GRPOConfig().group_size, GRPOConfig().minibatches
@@ -124,7 +124,7 @@ def launch(
             f"nproc x minibatches ({nproc} x {mb})"
         )
     if policy is None:
-        from ..reference import reference_policy
+        from ..warmstart.reference import reference_policy
 
         policy = reference_policy(preset, progress=progress)
     out = Path(out or tempfile.mkdtemp(prefix="grpo-edu-launch-"))

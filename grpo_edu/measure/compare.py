@@ -11,9 +11,9 @@ import time
 import torch
 
 from ..algorithms import ALGORITHMS, make_algorithm
-from ..presets import make_task, resolve_preset, setup_torch
-from ..reference import reference_policy
 from ..train import train
+from ..warmstart.presets import make_task, resolve_preset, setup_torch
+from ..warmstart.reference import reference_policy
 from .common import reach
 from .memory import step_memory
 from .variance import GROUP_ESTIMATORS, fit_critic, gradient_variance

@@ -7,8 +7,8 @@ import time
 
 import torch
 
-from ..presets import resolve_preset
 from ..train import update
+from ..warmstart.presets import resolve_preset
 from .memory import setup_step
 
 

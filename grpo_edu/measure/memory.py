@@ -15,9 +15,9 @@ import torch
 from .. import functional as Fn
 from ..algorithms import make_algorithm
 from ..model import ModelConfig, TinyGPT
-from ..presets import make_task, resolve_preset
 from ..rollout import completion_values, prompt_sharing, sample_batch
 from ..train import collect, minibatches, update
+from ..warmstart.presets import make_task, resolve_preset
 from .common import progress_bar, rngs
 
 SWEEP = (  # (model, sequences per step): from activations dominating to parameters dominating

@@ -1,6 +1,6 @@
-"""The numbers `grpo_edu.plots.plot_token_view` draws: one batch, token by token, computed from
+"""The numbers `grpo_edu.figures.plots.plot_token_view` draws: one batch, token by token, computed from
 the functional core (the clipped surrogate's gradient says which tokens were clipped).
-`grpo_edu.plots` re-exports both names (``plots.token_view_values``, notebook 04)."""
+`grpo_edu.figures.plots` re-exports both names (``plots.token_view_values``, notebook 04)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ with a task or reward knob, trains through the public API, and tests the claims 
 module each:
 
     offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
-    reward_model  RL against a learned r_phi (grpo_edu.reward_model): over-optimisation, what beta buys
+    reward_model  RL against a learned r_phi (grpo_edu.demos.reward_model): over-optimisation, what beta buys
     difficulty    easy and hard prompts (world="spread" vs the default): EV_max, tied groups, pass@k
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
@@ -23,7 +23,7 @@ import importlib
 import time
 
 from ...measure.reports import wrap
-from ...presets import resolve_preset
+from ...warmstart.presets import resolve_preset
 
 # name -> (module, runner, what it sets up, the notebook that explains it)
 TABLE = {
@@ -81,7 +81,7 @@ def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, re
     (its path in ``"figure"``)."""
     from pathlib import Path
 
-    from ...reference import reference_policy
+    from ...warmstart.reference import reference_policy
 
     only = check_names(only)
     preset = resolve_preset(preset)

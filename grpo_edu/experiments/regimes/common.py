@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...measure.common import rngs, spread
 from ...measure.verdicts import above, paired, rule, unpaired, verdict
-from ...presets import resolve_preset
+from ...warmstart.presets import resolve_preset
 
 __all__ = ["claim", "task_of", "bar", "rngs", "spread", "verdict", "above", "paired", "unpaired", "rule"]
 

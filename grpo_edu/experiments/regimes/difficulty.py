@@ -38,9 +38,9 @@ from ...algorithms import make_algorithm
 from ...algorithms.critic import fit_critic
 from ...evaluation import evaluate
 from ...measure.difficulty import PASS_KS, easy_mask, group_push, measure_world, pass_at_k_curve, std_weight
-from ...presets import make_task, resolve_preset, with_world
 from ...rollout import sample_batch
 from ...train import train
+from ...warmstart.presets import make_task, resolve_preset, with_world
 from .common import above, bar, claim, rngs, rule, spread, task_of, verdict
 
 WORLDS = ("spread", "default")
@@ -141,7 +141,7 @@ def run_difficulty(reference, preset="cpu", seeds=(0, 1), size: str = "full", re
     the easy (both operands < the spread reference's bound) and hard prompts at each evaluation,
     completions to the accuracy plain GRPO ends at, and pass@k (k up to 256, 256 answers to each of
     200 held-out prompts) at the reference and after GRPO."""
-    from ...reference import reference_policy
+    from ...warmstart.reference import reference_policy
 
     if size not in SIZES:
         raise ValueError(f"size must be one of {list(SIZES)}, got {size!r}")
@@ -327,7 +327,7 @@ def run_mixed_digits(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own
     (`fit_critic`); on one batch of 128 prompts x 8, Var(R - b) with b the leave-one-out mean
     of the other 7 answers to the same prompt over Var(R - batch mean); the share of groups
     whose 8 rewards tie (GRPO's frac_reward_zero_std: 1 - the effective batch), by difficulty."""
-    from ...reference import reference_policy
+    from ...warmstart.reference import reference_policy
 
     preset = resolve_preset(preset)
     mixed = task_of(preset, mixed_digits=(1, 2))
@@ -398,7 +398,7 @@ def figure(res):
     from matplotlib.figure import Figure
     from matplotlib.ticker import PercentFormatter
 
-    from ...plotstyle import PALETTE, set_alt
+    from ...figures.plotstyle import PALETTE, set_alt
 
     fig = Figure(figsize=(10, 4), layout="constrained")
     ax, bx = fig.subplots(1, 2)

@@ -1,4 +1,4 @@
-"""One figure per regime, in the course's style (grpo_edu.plotstyle): the numbers come from the runners.
+"""One figure per regime, in the course's style (grpo_edu.figures.plotstyle): the numbers come from the runners.
 
 `regime_figure(name, res)` builds the Figure (title, labels, accuracy in percent, runs listed
 top to bottom in the order the verb prints them, alt text); `plot_regime` saves it as a PNG.
@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from ...plotstyle import PALETTE, STYLE, save, set_alt
+from ...figures.plotstyle import PALETTE, STYLE, save, set_alt
 
 PERCENT = PercentFormatter(xmax=1.0, decimals=0)
 

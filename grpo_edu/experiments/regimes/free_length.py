@@ -14,9 +14,9 @@ import torch
 
 from ... import functional as Fn
 from ...algorithms import make_algorithm
-from ...presets import resolve_preset
 from ...rollout import sample_batch
 from ...train import train
+from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, rngs, rule, spread, task_of, verdict
 
 
@@ -98,7 +98,7 @@ def run_free_length(
     same reference with room for only ``budget`` fillers: answers that run past it are truncated
     and wrong, so there long answers are the wrong ones; and the share truncated, and the
     held-out accuracy of every run."""
-    from ...reference import reference_policy
+    from ...warmstart.reference import reference_policy
 
     task, fit = free_length_setup(preset)
     ref = own_reference or reference_policy(fit, task=task, progress=progress)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from ... import functional as Fn
 from ...algorithms import GRPOConfig, make_algorithm
 from ...evaluation import evaluate
-from ...presets import resolve_preset
 from ...rollout import sample_batch
 from ...train import train
+from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, paired, rngs, rule, spread, task_of, verdict
 
 

@@ -26,9 +26,9 @@ import torch
 
 from ...algorithms import make_algorithm
 from ...evaluation import evaluate
-from ...presets import resolve_preset
 from ...rollout import sample_batch
 from ...train import train
+from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, paired, rngs, rule, spread, verdict
 from .free_length import _within_group_corr, length_push, long_over_short
 
@@ -288,7 +288,7 @@ def run_thinking(
       ``mask_truncated_completions``: the share truncated.
     - ``"clip_higher"``: token_mean with ``eps_high`` for ``steps`` steps: its entropy over the
       run against the symmetric clip's (the curve's runs)."""
-    from ...reference import reference_policy
+    from ...warmstart.reference import reference_policy
 
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
@@ -541,7 +541,7 @@ def figure(res: dict):
     right the same for the other runs (all prompts) when the bias and cause parts ran."""
     from matplotlib.figure import Figure
 
-    from ...plotstyle import PALETTE, set_alt
+    from ...figures.plotstyle import PALETTE, set_alt
 
     others = [k for k in ("sequence_mean", "constant", "blank sequence_mean", "blank constant", "budget", "budget, masked")
               if k in res["runs"]]  # fmt: skip

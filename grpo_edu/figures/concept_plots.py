@@ -1,6 +1,6 @@
 """Figures of the equations themselves: the clip function, the KL estimators, the maze,
-group advantages. Same style as `grpo_edu.plots` (which re-exports all of them); the style
-comes from `grpo_edu.plotstyle`."""
+group advantages. Same style as `grpo_edu.figures.plots` (which re-exports all of them); the style
+comes from `grpo_edu.figures.plotstyle`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from . import functional as Fn
+from .. import functional as Fn
 from .plotstyle import PALETTE, color_for, new_figure, set_alt, styled, to_numpy
 
 # ----------------------------------------------------------------- equations, drawn
@@ -132,12 +132,12 @@ def _maze_histories(history):
 def plot_maze(env, policy=None, history=None) -> Figure:
     """The maze (walls, S, G), the greedy action in every free cell and the greedy path
     from S (bold arrows), for ``policy`` (default: ``history["policy"]``); and, with a
-    `grpo_edu.maze_pg.train_maze` history (or a dict name -> history), the mean episode
+    `grpo_edu.demos.maze_pg.train_maze` history (or a dict name -> history), the mean episode
     length per step against the shortest path. Long because a figure is a list of drawing
     calls, one panel after the other; no step in it is logic worth its own name."""
     from envs.maze import DELTAS
 
-    from .maze_pg import greedy_path
+    from ..demos.maze_pg import greedy_path
 
     runs = _maze_histories(history)
     if policy is None and len(runs) == 1:

@@ -17,14 +17,14 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
-from .concept_plots import (  # the figures of equations, so every figure is grpo_edu.plots.<name>
+from ..measure.token_view import TOKEN_VIEW, token_view_values  # the numbers of plot_token_view
+from .concept_plots import (  # the figures of equations, so every figure is grpo_edu.figures.plots.<name>
     clipped_objective,
     plot_clip_function,
     plot_group_advantages,
     plot_kl_estimators,
     plot_maze,
 )
-from .measure.token_view import TOKEN_VIEW, token_view_values  # the numbers of plot_token_view
 from .plotstyle import (
     ALGO_COLORS,
     MB,

@@ -1,6 +1,6 @@
 """The look shared by every figure: style, colours, labels and the small helpers.
 
-`grpo_edu.plots` (the figures of measurements) and `grpo_edu.concept_plots` (the figures of
+`grpo_edu.figures.plots` (the figures of measurements) and `grpo_edu.figures.concept_plots` (the figures of
 equations) both import from here; neither imports the other's internals.
 """
 
@@ -102,7 +102,7 @@ _ALT = "_grpo_edu_alt"  # the attribute of a Figure that holds its alt text
 
 def set_alt(fig: Figure, text: str) -> Figure:
     """Attach ``text`` to ``fig`` as its alt text (a sentence saying what the figure shows,
-    for a reader who cannot see it) and return ``fig``. Every figure of `grpo_edu.plots`
+    for a reader who cannot see it) and return ``fig``. Every figure of `grpo_edu.figures.plots`
     carries one; `show` displays it, `save` writes it into the PNG."""
     text = " ".join(str(text).split())
     if not text:

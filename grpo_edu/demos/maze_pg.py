@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from . import functional as Fn
+from .. import functional as Fn
 
 MAZE_ALGORITHMS = ("reinforce", "baseline")  # the maze's two estimators (the ladder's: algorithms.ALGORITHMS)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .model import ModelConfig
+from ..model import ModelConfig
 from .sft import SFTConfig
 
 SEED_SHIFT_ENV = "GRPO_EDU_SEED_SHIFT"  # shifts every seed a preset hands out (robustness checks)

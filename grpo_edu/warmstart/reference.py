@@ -1,4 +1,4 @@
-"""The reference policy pi_ref of a preset: trained once by SFT (`grpo_edu.sft`), then cached.
+"""The reference policy pi_ref of a preset: trained once by SFT (`grpo_edu.warmstart.sft`), then cached.
 
 ``reference_policy(preset)`` trains it the first time (seconds on a CPU) and saves it
 atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``); later calls load it
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
+from ..evaluation import evaluate
+from ..model import ModelConfig, TinyGPT
+from ..train import train
 from .checkpoint import CheckpointError, ensure_writable, load_checkpoint, load_state_dict_checked, save_checkpoint
-from .evaluation import evaluate
-from .model import ModelConfig, TinyGPT
 from .presets import make_task, resolve_preset
 from .sft import SFTConfig, train_sft
-from .train import train
 
 FORMAT_VERSION = 2
 

@@ -17,7 +17,7 @@ from a reference built one way or another.
   reference memorises its labels, lands anywhere between 25% and 60% held-out depending on
   the seed, and RL (GRPO most of all) learns slowly from it.
 
-`grpo_edu.reference.reference_policy` builds (or loads from its cache) the reference of a
+`grpo_edu.warmstart.reference.reference_policy` builds (or loads from its cache) the reference of a
 preset with `train_sft`.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .evaluation import evaluate
+from ..evaluation import evaluate
 
 
 @dataclass

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .rollout import sample_batch
+from ..rollout import sample_batch
 
 
 @dataclass

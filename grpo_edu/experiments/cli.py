@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
     )
     t = verb("train", "one training run from the reference, its learning curve")
-    from .algorithms import ALGORITHMS
+    from ..algorithms import ALGORITHMS
 
     t.add_argument("--algo", default="grpo", choices=list(ALGORITHMS), help="which algorithm")
     t.add_argument("--steps", type=_int(1), default=None, metavar="N", help="RL steps (default: the preset's)")
@@ -210,7 +210,7 @@ def _parser() -> argparse.ArgumentParser:
         "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
         "clip-higher, a free answer length), with verdicts and a figure each",
     )
-    from .experiments.regimes import REGIMES
+    from .regimes import REGIMES
 
     g.add_argument(
         "--only",
@@ -242,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_notebooks(args):
-    from .experiments import check_notebooks, format_check
+    from . import check_notebooks, format_check
 
     runs = [tuple(r.split(":", 1)) for r in args.runs]
     if not all(len(r) == 2 and r[0].isdigit() and r[1] for r in runs):
@@ -262,8 +262,8 @@ def _dump(res, path):
 def _compare(args, preset, progress):
     import torch
 
-    from .experiments import format_memory_sweep, write_report
-    from .measure import format_table, memory_sweep, run_comparison
+    from ..measure import format_table, memory_sweep, run_comparison
+    from . import format_memory_sweep, write_report
 
     res = run_comparison(
         preset,
@@ -285,8 +285,8 @@ def _compare(args, preset, progress):
 
 
 def _train(args, preset, progress):
-    from .algorithms import make_algorithm
-    from .reference import train_from_preset
+    from ..algorithms import make_algorithm
+    from ..warmstart.reference import train_from_preset
 
     world = "" if preset.world == "default" else f", {preset.world} world"
     print(f"training {args.algo} ({preset.name} preset{world}, seed {preset.seed})")
@@ -296,7 +296,7 @@ def _train(args, preset, progress):
 
 
 def _reference(args, preset, progress):
-    from .reference import reference_policy
+    from ..warmstart.reference import reference_policy
 
     _, info = reference_policy(preset, progress=progress, retrain=args.retrain, return_info=True)
     how = "loaded from" if info["loaded"] else f"trained in {info['seconds']:.1f} s, saved to"
@@ -306,8 +306,8 @@ def _reference(args, preset, progress):
 
 
 def _bench(args, preset, progress):
-    from .experiments import format_bench, format_memory_sweep, run_bench
-    from .measure import memory_sweep
+    from ..measure import memory_sweep
+    from . import format_bench, format_memory_sweep, run_bench
 
     res = run_bench(preset, seed=preset.seed, progress=progress)
     print(format_bench(res))
@@ -315,7 +315,7 @@ def _bench(args, preset, progress):
         res["memory_sweep"] = memory_sweep(preset=preset, seed=preset.seed, progress=progress)
         print(format_memory_sweep(res["memory_sweep"]))
     if args.trl:
-        from . import hf
+        from .. import hf
 
         res["trl"] = hf.bench_trl(preset=preset, seed=preset.seed)
         print(hf.format_bench_trl(res["trl"]))
@@ -323,7 +323,7 @@ def _bench(args, preset, progress):
 
 
 def _sweep(args, preset, progress):
-    from .experiments import format_sweep, run_sweep
+    from . import format_sweep, run_sweep
 
     res = run_sweep(preset, lrs=args.lrs, seeds=args.seeds, steps=args.steps, progress=progress)
     print(format_sweep(res))
@@ -331,7 +331,7 @@ def _sweep(args, preset, progress):
 
 
 def _variance(args, preset, progress):
-    from .experiments import format_variance_study, run_variance_study
+    from . import format_variance_study, run_variance_study
 
     res = run_variance_study(preset, n_batches=args.batches, seed=preset.seed, progress=progress)
     print(format_variance_study(res))
@@ -339,7 +339,7 @@ def _variance(args, preset, progress):
 
 
 def _ablate(args, preset, progress):
-    from .experiments import ROWS, format_ablation, run_ablation
+    from . import ROWS, format_ablation, run_ablation
 
     rows = ROWS
     if args.rows:
@@ -356,14 +356,14 @@ def _ablate(args, preset, progress):
 
 
 def _trl_launch(args, preset, progress):
-    from .hf.launch import format_launch, launch
+    from ..hf.launch import format_launch, launch
 
     res = launch(nproc=args.nproc, steps=args.steps, out=args.out, preset=preset, seed=preset.seed, progress=progress)
     print(format_launch(res))
 
 
 def _regimes(args, preset, progress):
-    from .experiments.regimes import check_names, format_regimes, run_regimes
+    from .regimes import check_names, format_regimes, run_regimes
 
     try:
         only = check_names(args.only)
@@ -407,7 +407,7 @@ def _check_flags(args) -> None:
         if args.cmd == cmd and getattr(args, flag) is not None and getattr(args, other) != value:
             _fail(args, f"--{flag} acts only with --{other} {value} (got --{other} {getattr(args, other)}): {fix}")
     if args.cmd == "trl-launch" or (args.cmd == "bench" and args.trl):
-        from .hf._common import missing_extra
+        from ..hf._common import missing_extra
 
         reason = missing_extra()
         if reason:
@@ -416,7 +416,7 @@ def _check_flags(args) -> None:
 
 def _check_outputs(args) -> None:
     """Every place a verb writes to (--out, --json) can be written, checked before any training."""
-    from .checkpoint import NotWritableError, ensure_writable
+    from ..warmstart.checkpoint import NotWritableError, ensure_writable
 
     for flag, is_file in (("out", False), ("json", True)):
         path = getattr(args, flag, None)
@@ -438,9 +438,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    from .checkpoint import NotWritableError
-    from .presets import get_preset, setup_torch
-    from .reference import CacheEnvError
+    from ..warmstart.checkpoint import NotWritableError
+    from ..warmstart.presets import get_preset, setup_torch
+    from ..warmstart.reference import CacheEnvError
 
     if args.preset == "gpu" and not torch.cuda.is_available():
         _fail(

@@ -19,11 +19,11 @@ import math
 
 import torch
 
-from . import functional as Fn
-from .algorithms import GRPOConfig
-from .algorithms.sampler import sampler_copy
-from .measure.common import flat_grad
-from .rollout import sample_batch, sequence_logprobs
+from .. import functional as Fn
+from ..algorithms import GRPOConfig
+from ..algorithms.sampler import sampler_copy
+from ..measure.common import flat_grad
+from ..rollout import sample_batch, sequence_logprobs
 
 __all__ = ["sampler_copy", "gspo_vs_grpo", "format_gspo_vs_grpo", "sampler_mismatch", "format_sampler_mismatch"]
 
