@@ -43,8 +43,8 @@ def _temporary_alias(path: Path) -> bool:
 
 
 def test_temporary_aliases_are_the_moved_modules():
-    """While they last, an old path is the same module object as the new one (so `grpo_edu.plots.x`
-    and a monkeypatch through the old name reach the module that runs)."""
+    """While they last, an old path is the same module object as the new one (so an attribute read
+    or a monkeypatch through the old name reaches the module that runs)."""
     import importlib
     import re
 
