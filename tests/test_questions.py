@@ -3,10 +3,10 @@
 The page answers the questions most asked in public GRPO trainers' issue trackers, each with
 pointers of the form
 
-    - **Measured:** `notebooks/04_grpo.ipynb`, section *5b. One step, token by token*: `<quote>`
+    - **Measured:** `notebooks/04_grpo.ipynb`, section *4b. One step, token by token*: `<quote>`
     - **Measured:** [the measurements page](measurements.md), block *regimes*: `<quote>`
 
-This test opens the notebook, finds the markdown heading (its leading "5b." may be renumbered),
+This test opens the notebook, finds the markdown heading (its leading "4b." may be renumbered),
 and asserts that each quote occurs in the output of a code cell after that heading and before
 the next heading of the same or a higher level (so it survives cells moving, not a re-run that
 prints another number); for the measurements page, between its ``<!-- BEGIN name -->`` and
@@ -51,7 +51,7 @@ QUESTIONS = {
 _LABEL = re.compile(r"^\(([\w-]+)\)=\s*$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 _MEASURED = re.compile(r"^\s*-\s+\*\*Measured:\*\*\s+(.*)$")
-_NB_SOURCE = re.compile(r"^`(?:notebooks/)?(\d\d)_[\w-]+\.ipynb`, section \*(.+?)\*:\s*(.*)$")
+_NB_SOURCE = re.compile(r"^`(?:notebooks/)?(\d\d_[\w-]+)\.ipynb`, section \*(.+?)\*:\s*(.*)$")
 _BLOCK_SOURCE = re.compile(r"^\[[^\]]*\]\(measurements\.md\), block \*([\w-]+)\*:\s*(.*)$")
 _NUMBERING = re.compile(r"^\d+[a-z]?\.\s+")
 _NUMBER = re.compile(r"(?<![\w.#/])\d+(?:[.,]\d+)*(?:e[-+]\d+)?(?!\w)")  # 0.5363, 103,040, 3.53e-03; not #2703, k3
@@ -65,7 +65,7 @@ def _ws(s: str) -> str:
 class Pointer:
     label: str
     line: int
-    notebook: str | None  # "04"; None for a measurements block
+    notebook: str | None  # the notebook's stem, "04_grpo"; None for a measurements block
     where: str  # the section heading, or the block name
     quotes: list[str]
 
@@ -128,9 +128,9 @@ POINTERS = [p for s in SECTIONS.values() for p in s.pointers]
 # ------------------------------------------------------------------ reading the sources
 
 
-def notebook_file(number: str) -> Path | None:
-    found = sorted((ROOT / "notebooks").glob(f"{number}_*.ipynb"))
-    return found[0] if found else None
+def notebook_file(stem: str) -> Path | None:
+    path = ROOT / "notebooks" / f"{stem}.ipynb"  # by its whole name: notebook 04 has three parts, 04_grpo*
+    return path if path.is_file() else None
 
 
 def _outputs(cell: dict) -> str:
@@ -183,9 +183,9 @@ def block_text(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _moved_to(heading: str, number: str) -> str:
+def _moved_to(heading: str, stem: str) -> str:
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        if not path.name.startswith(number) and section_outputs(path, heading) is not None:
+        if path.stem != stem and section_outputs(path, heading) is not None:
             return f" (a section of that name is in {path.name}: the notebook moved?)"
     return ""
 
@@ -215,7 +215,7 @@ def test_every_quote_is_printed_where_the_page_says(pointer):
         assert text is not None, f"{pointer}: {MEASUREMENTS.name} has no block '{pointer.where}'"
     else:
         path = notebook_file(pointer.notebook)
-        assert path is not None, f"{pointer}: there is no notebooks/{pointer.notebook}_*.ipynb"
+        assert path is not None, f"{pointer}: there is no notebooks/{pointer.notebook}.ipynb"
         text = section_outputs(path, pointer.where)
         assert text is not None, f"{pointer}: {path.name} has no heading '{pointer.where}'" + _moved_to(
             pointer.where, pointer.notebook
