@@ -321,7 +321,7 @@ def test_bad_input_raises_value_error_naming_the_argument(call, name):
         call()
 
 
-# ------------------------------------------------------------- the measurements (objectives_demo)
+# ------------------------------------------------------------- the measurements (demos.objectives)
 
 
 def test_gspo_equals_grpo_on_policy_and_differs_after_epochs(task, reference):
