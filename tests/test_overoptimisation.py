@@ -1,6 +1,7 @@
 """regimes.run_overoptimisation on a tiny setup: the runs per r_phi size and beta, Gao's curve fitted
 to the unpenalised runs, and the penalised runs' residuals against it."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -38,3 +39,24 @@ def test_overoptimisation_on_a_tiny_setup(tiny):
 def test_overoptimisation_needs_the_unpenalised_runs(tiny):
     with pytest.raises(ValueError, match="betas must include 0"):
         regimes.run_overoptimisation(*tiny, betas=(0.3,), progress=False)
+
+
+def _curve(kl, alpha, beta, start=0.5, lift=0.0):
+    d = np.sqrt(np.array(kl))
+    gold = start + d * (alpha - beta * np.log(np.where(d > 0, d, 1.0))) + lift * (d > 0)
+    return {"kl": list(kl), "gold": list(gold)}
+
+
+def test_gao_claims_by_hand():
+    kl = [0.0, 0.25, 1.0, 4.0]  # d = 0, 0.5, 1, 2
+    on = {"beta 0": [_curve(kl, 0.4, 0.3)] * 2, "beta 0.3 (loss)": [_curve([0.0, 0.1, 0.3], 0.4, 0.3)] * 2}
+    peak, along = regimes.gao_claims(on)
+    assert peak["verdict"] == "holds" and "beta +0.30" in peak["measurement"]  # fitted beta 0.3 > 0 on both seeds
+    assert along["verdict"] == "holds" and "+0.000, +0.000" in along["measurement"]  # on the curve exactly
+    above = {"beta 0": [_curve(kl, 0.4, -0.3)] * 2, "beta 1": [_curve([0.0, 0.1, 0.3], 0.4, -0.3, lift=0.2)] * 2}
+    peak, along = regimes.gao_claims(above)
+    assert peak["verdict"] == "fails here"  # beta -0.3: no peak
+    assert along["verdict"] == "fails here" and "+0.200" in along["measurement"]  # 0.2 above: >= 0.10
+    few = {"beta 0": [{"kl": [0.0, 1.0], "gold": [0.5, 0.6]}], "beta 1": [{"kl": [0.0, 1.0], "gold": [0.5, 0.6]}]}
+    peak, along = regimes.gao_claims(few)
+    assert peak["verdict"] == along["verdict"] == "depends" and "too few points" in peak["measurement"]

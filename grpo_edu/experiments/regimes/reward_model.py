@@ -130,7 +130,51 @@ def run_reward_model(
                 verdict([x - start + 0.02 for x in g], 0.0, -0.03),
             )
         )
+    claims += gao_claims(curves)
     return {"reward_model": rm_info, "curves": curves, "examples": examples, "steps": steps, "claims": claims}
+
+
+def _gao(curve):
+    """Gao et al.'s curve fitted to one run's points after step 0 (its step 0 is the start), or None
+    when the run has too few points for a fit."""
+    from ...measure.fits import gao_fit
+
+    try:
+        return gao_fit(curve["kl"][1:], curve["gold"][1:], start=curve["gold"][0])
+    except ValueError:
+        return None
+
+
+def gao_claims(curves: dict) -> list[dict]:
+    """Gao et al.'s two findings on `run_reward_model`'s curves, per seed: the curve
+    d (alpha - beta log d) fitted to the beta 0 run turns down (beta > 0), and each penalised run's
+    points lie on that curve, not above it (their mean gold minus the curve at the same KL)."""
+    b0 = curves["beta 0"]
+    fits, n = [_gao(c) for c in b0], len(b0)
+    each = "; ".join(f"alpha {f.alpha:+.2f}, beta {f.beta:+.2f}" if f else "too few points" for f in fits)
+    out = [
+        claim(
+            "Gao et al.'s curve gold - gold_0 = d (alpha - beta log d), d = sqrt(KL), fitted to beta 0's points, "
+            "turns down (beta > 0: a peak d*)",
+            f"beta 0, per seed: {each} ({rule(0.0, 0.0, 'the fitted beta', n)})",
+            verdict([f.beta if f else None for f in fits], 0.0, 0.0),
+        )
+    ]
+    for key in list(curves)[1:]:
+        res = [
+            float(np.mean(f.residuals(c["kl"][1:], c["gold"][1:]))) if f else None
+            for f, c in zip(fits, curves[key], strict=True)
+        ]
+        shown = ", ".join("no fit" if r is None else f"{r:+.3f}" for r in res)
+        out.append(
+            claim(
+                f"the KL penalty ({key}) moves a run along beta 0's fitted curve, not above it (Gao et al.)",
+                f"mean gold minus beta 0's curve at the same KL, per seed: {shown} (holds: < 0.05 on "
+                f"{on_seeds(n)}; fails here: >= 0.10 on {on_seeds(n)}; between: depends)",
+                verdict([None if r is None else 0.05 - r for r in res], 0.0, -0.05),
+            )
+        )
+    return out
 
 
 def run_overoptimisation(
