@@ -91,6 +91,6 @@ def test_compare_says_which_notebook_explains_a_claim_that_does_not_hold():
         {"claim": "every rung learns from the same reference", "measurement": "m", "verdict": "holds"},
     ]
     text = format_claims(claims, seeds=3)
-    assert "why: notebook 02, sections 2 and 5" in text
+    assert "why: notebook 02, section 2, and 02_baseline_variance, section 2" in text
     assert text.count("why:") == 1  # a claim that holds needs no explanation
     assert explained_in("an unknown claim") is None
