@@ -39,7 +39,7 @@ TABLE = {
     ),
     "long_run": (
         "long_run", "run_long_run",
-        "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy", "07 section 5",
+        "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy", "10 section 1",
     ),
     "free_length": (
         "free_length", "run_free_length",

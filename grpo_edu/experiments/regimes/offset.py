@@ -127,7 +127,7 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
         claim(
             "... up to its eps: a reward scaled to (0, 1e-4) loses the normalisation",
             f"max |A' - A|: scale 1e-2 {adv_diff['(0, 1e-2)']:.1e}, scale 1e-4 {adv_diff['(0, 1e-4)']:.3f} "
-            f"(adv_eps = {eps:g}: A = (r - mean) / (std + eps / scale); {rule(0.1, 0.01, gap_name)})",
+            f"(adv_eps = {eps:g}: A = (r - mean) / (std + eps / scale); {rule(0.1, 0.01, gap_name, 1)})",
             verdict([adv_diff["(0, 1e-4)"]], 0.1, 0.01),
         ),
         claim(
