@@ -1,4 +1,4 @@
-"""The learned reward model r_phi and the task that pays it (grpo_edu.reward_model)."""
+"""The learned reward model r_phi and the task that pays it (grpo_edu.demos.reward_model)."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from envs import ArithmeticTask
-from grpo_edu.reward_model import (
+from grpo_edu.demos.reward_model import (
     ProxyTask,
     RewardModel,
     RewardModelConfig,

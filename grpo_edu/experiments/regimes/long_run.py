@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...algorithms import make_algorithm
-from ...presets import resolve_preset
 from ...train import train
+from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, rule, spread, task_of, verdict
 
 

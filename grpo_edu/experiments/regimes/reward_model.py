@@ -1,4 +1,4 @@
-"""The reward-model regime: GRPO against a learned r_phi (`grpo_edu.reward_model`), gold = the checker.
+"""The reward-model regime: GRPO against a learned r_phi (`grpo_edu.demos.reward_model`), gold = the checker.
 
 Over-optimisation (Gao et al. 2022): the proxy reward rises while the gold accuracy first rises,
 then falls as the policy drifts from the reference; the KL penalty beta limits the drift.
@@ -12,11 +12,11 @@ import numpy as np
 
 from ... import functional as Fn
 from ...algorithms import make_algorithm
+from ...demos.reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
 from ...measure.verdicts import on_seeds
-from ...presets import make_task, resolve_preset
-from ...reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
 from ...rollout import generate, sequence_logprobs
 from ...train import train
+from ...warmstart.presets import make_task, resolve_preset
 from .common import above, bar, claim, rule, spread, verdict
 
 
