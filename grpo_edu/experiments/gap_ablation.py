@@ -1,0 +1,200 @@
+"""Why PPO is ahead of GRPO per sampled answer in the default world (issue 32): one switch at a time.
+
+The difficulty regime's default world prints PPO 0.904 [0.892, 0.916] against GRPO 0.813 [0.768, 0.858]
+(greedy held-out accuracy after 40 steps of 512 completions, seeds 0 and 1). With the configs as the
+regime builds them (``make_algorithm("ppo")``, ``make_algorithm("grpo")``), the two differ in
+(`config_differences` lists them, the test checks the list):
+
+    advantage       PPO: A_t = G_t - V(s_t) per token (GAE, gamma = lam = 1), whitened over the batch's
+                    tokens | GRPO: A_i = (r_i - mean_g r) / (std_g r + eps), per completion
+    layout          group_size 1 (512 prompts x 1) | 8 (64 prompts x 8); the same 512 completions a step
+    KL              kl_placement "reward" (beta k1 inside r_t) | "loss" (beta k3 added to the loss)
+    normalisation   whiten_advantages (batch std of A_t) | scale_rewards "group" (each group's std)
+
+and in nothing else that trains: lr, clip range, beta, loss_type, epochs and minibatches (the reuse:
+2 x 2 = 4 optimizer steps on each batch) are the same. Each arm below starts from the same reference
+with the same seed and the same completions per step, and changes exactly one thing of its base run
+(`arm_spec` is what the test compares). "PPO, batch-mean baseline" keeps PPO's config and swaps the
+critic's V(s_t) in GAE for the batch's mean return through `grpo_edu.plug` (the homework's mechanism:
+no second loop); the critic still trains, its values unused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import time
+from dataclasses import fields
+
+from .. import functional as Fn
+from ..algorithms import GRPOConfig, PPOConfig, make_algorithm
+from ..measure.common import spread
+from ..measure.verdicts import paired, rule, verdict
+
+BASES = ("PPO", "GRPO")
+ARMS = {  # name -> (base, switch): the base run's algorithm and config, with one field switched
+    "PPO": ("PPO", {}),
+    "PPO, batch-mean baseline (critic off)": ("PPO", {"advantage_baseline": "batch_mean"}),
+    "PPO, 64 x 8 (GRPO's layout)": ("PPO", {"group_size": 8}),
+    "PPO, KL in the loss (GRPO's)": ("PPO", {"kl_placement": "loss"}),
+    "PPO, no whitening": ("PPO", {"whiten_advantages": False}),
+    "GRPO": ("GRPO", {}),
+    "GRPO, 128 x 4": ("GRPO", {"group_size": 4}),
+    "GRPO, 256 x 2": ("GRPO", {"group_size": 2}),
+    "GRPO, KL in the reward (PPO's)": ("GRPO", {"kl_placement": "reward"}),
+    "GRPO, batch std (PPO-like scale)": ("GRPO", {"scale_rewards": "batch"}),
+}
+ALGO = {"PPO": "ppo", "GRPO": "grpo"}
+SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
+    "full": dict(steps=40, sequences_per_step=512, eval_every=5),
+    "tiny": dict(steps=1, sequences_per_step=16, eval_every=1),
+}
+PSEUDO = ("advantage_baseline", "sequences_per_step")  # what an arm sets that is not a config field
+
+
+def batch_mean_gae(rewards, values, mask, gamma: float = 1.0, lam: float = 1.0):
+    """GAE with the critic replaced by the batch's mean return: ``A_t = G_t - mean_i(G_{i,0})``.
+
+    ``values`` are ignored (so ``lam`` too: with a constant baseline every lambda gives G_t - b).
+    ``returns`` (the critic's target) are G_t, what `functional.gae` returns at lam = 1."""
+    returns = Fn.discounted_returns(rewards, mask, gamma)
+    b = Fn.masked_sum(rewards, mask, dim=1).mean()  # mean return of the batch's completions
+    return Fn.baseline_advantages(returns, b, mask), returns
+
+
+def config_differences() -> dict:
+    """Every field where the default PPOConfig and GRPOConfig differ, or that only one of them has:
+    ``{field: (ppo value, grpo value)}``, a missing field as ``"-"``."""
+    ppo, grpo = PPOConfig().to_dict(), GRPOConfig().to_dict()
+    out = {}
+    for k in sorted(set(ppo) | set(grpo)):
+        a, b = ppo.get(k, "-"), grpo.get(k, "-")
+        if a != b:
+            out[k] = (a, b)
+    return out
+
+
+def arm_spec(name: str, sequences_per_step: int = 512) -> dict:
+    """Everything that sets the arm's training: its algorithm, every field of its config, the
+    completions per step and the advantage's baseline (the algorithm's own, or the plugged batch mean)."""
+    base, switch = ARMS[name]
+    cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
+    config = make_algorithm(ALGO[base], **cfg).config
+    spec = {"algorithm": ALGO[base], **{f.name: getattr(config, f.name) for f in fields(config)}}
+    spec["sequences_per_step"] = sequences_per_step
+    spec["advantage_baseline"] = switch.get("advantage_baseline", "own")
+    return spec
+
+
+def _run_arm(name, reference, task, preset, seed, z) -> dict:
+    from .. import plug
+    from ..train import train
+
+    base, switch = ARMS[name]
+    cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
+    algorithm = make_algorithm(ALGO[base], **cfg)
+    plugged = {"gae": batch_mean_gae} if switch.get("advantage_baseline") == "batch_mean" else {}
+    t0 = time.perf_counter()
+    with plug(**plugged):
+        h = train(algorithm, task, reference, copy.deepcopy(reference), preset, steps=z["steps"], seed=seed,
+                  sequences_per_step=z["sequences_per_step"], eval_every=z["eval_every"], progress=False,
+                  name=name)  # fmt: skip
+    return {
+        "accuracy": h.final_accuracy,
+        "curve": [(e["samples"], e["accuracy"]) for e in h.evals],
+        "samples": h.steps[-1]["samples"],
+        "reward": float(h.series("reward")[-5:].mean()),
+        "tied": float(h.series("frac_reward_zero_std").mean()) if base == "GRPO" else math.nan,
+        "kl": float(h.series("kl")[-5:].mean()),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, reference=None, progress=True):
+    """Each arm of `ARMS` (or ``arms``) at seeds ``0 .. seeds-1`` (or the list ``seeds``) for ``steps``
+    (default the regime's 40; tiny: 1) from ``preset``'s default-world reference. Returns ``{"runs":
+    {arm: [per seed]}, "table": [rows], "seeds", "steps", ...}``; each row has the arm's held-out accuracy
+    (per seed, mean, min, max), its paired difference from its base run, and the share of the PPO - GRPO
+    gap it closes (moving PPO down or GRPO up; mean over seeds of the arm's move over the mean gap)."""
+    from ..warmstart.presets import make_task, resolve_preset, setup_torch
+    from ..warmstart.reference import reference_policy
+
+    preset = resolve_preset(preset)
+    if preset.world != "default":
+        raise ValueError(f"the gap is the default world's; got a preset of world {preset.world!r}")
+    setup_torch(preset)
+    z = dict(SIZES["tiny" if tiny else "full"])
+    if steps is not None:
+        z["steps"] = steps
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    names = list(arms or ARMS)
+    for b in BASES:  # the bases are what every arm is read against
+        if b not in names:
+            names.insert(0, b)
+    reference = reference if reference is not None else reference_policy(preset, progress=progress)
+    task = make_task(preset)
+    runs = {n: [] for n in names}
+    for seed in seeds:
+        for n in names:
+            runs[n].append(_run_arm(n, reference, task, preset, seed, z))
+            if progress:
+                r = runs[n][-1]
+                print(f"seed {seed} {n:40s} {r['accuracy']:.3f} ({r['seconds']:.0f} s)", flush=True)
+    return {"steps": z["steps"], "sequences_per_step": z["sequences_per_step"], "seeds": seeds,
+            "runs": runs, "table": table(runs), "differences": {k: list(v) for k, v in config_differences().items()},
+            "specs": {n: arm_spec(n, z["sequences_per_step"]) for n in names}}  # fmt: skip
+
+
+def table(runs) -> list[dict]:
+    """One row per arm: accuracy per seed, mean, min, max; the paired difference from its base; the
+    share of the gap it closes; and a verdict on "this switch moves the arm toward the other algorithm
+    by more than 0.02" (held-out accuracy, paired by seed)."""
+    acc = {n: [r["accuracy"] for r in rs] for n, rs in runs.items()}
+    gap = paired(acc["PPO"], acc["GRPO"])  # PPO minus GRPO, per seed
+    mean_gap = sum(gap) / len(gap)
+    rows = []
+    for n, a in acc.items():
+        base = ARMS[n][0]
+        diff = paired(a, acc[base])
+        toward = [-d for d in diff] if base == "PPO" else diff  # PPO arms close the gap by going down
+        row = {"arm": n, "base": base, "switch": ARMS[n][1], "accuracy": a, "mean": sum(a) / len(a),
+               "min": min(a), "max": max(a), "diff": diff, "closes": sum(toward) / len(toward) / mean_gap
+               if mean_gap else math.nan}  # fmt: skip
+        row["verdict"] = verdict(toward, 0.02, 0.0) if n not in BASES else ""
+        rows.append(row)
+    return rows
+
+
+def format_table(res) -> str:
+    n = len(res["seeds"])
+    lines = [f"held-out accuracy after {res['steps']} steps x {res['sequences_per_step']} completions, "
+             f"seeds {res['seeds']} (mean [min, max]); diff: paired, from its base; closes: share of the "
+             f"mean PPO - GRPO gap the switch closes",
+             f"{'arm':40s} {'accuracy':22s} {'diff from base':22s} {'closes':>7s}  verdict"]  # fmt: skip
+    for r in res["table"]:
+        d = "" if r["arm"] in BASES else spread(r["diff"], "+.3f")
+        c = "" if r["arm"] in BASES else f"{r['closes']:+.0%}"
+        lines.append(f"{r['arm']:40s} {spread(r['accuracy'], '.3f'):22s} {d:22s} {c:>7s}  {r['verdict']}")
+    lines.append(f"verdict: {rule(0.02, 0.0, 'the move toward the other algorithm', n)}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--preset", default="cpu")
+    p.add_argument("--arms", nargs="*", default=None, help="arm names (default: all of ARMS)")
+    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--out", default="/tmp/gap_ablation.json")
+    a = p.parse_args(argv)
+    res = run_gap_ablation(a.preset, a.seeds, a.steps, a.tiny, a.arms)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print(format_table(res))
+
+
+if __name__ == "__main__":
+    main()
