@@ -229,7 +229,7 @@ def train(
     same history on the same machine. (One function on purpose: it is the loop the course
     teaches, read top to bottom.)
     """
-    from tqdm.auto import tqdm
+    from .progress import tqdm
 
     _check_start(task, reference, preset)
     policy = policy if policy is not None else copy.deepcopy(reference)

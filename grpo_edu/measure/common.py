@@ -10,7 +10,7 @@ import torch
 
 def progress_bar(iterable, progress: bool, desc: str):
     """``tqdm`` over ``iterable`` (nothing shown when ``progress`` is False)."""
-    from tqdm.auto import tqdm
+    from ..progress import tqdm
 
     return tqdm(iterable, desc=desc, disable=not progress, leave=False)
 
