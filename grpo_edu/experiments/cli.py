@@ -13,6 +13,8 @@ import json
 import sys
 
 COMPARE_SECONDS = 30.0  # compare --budget seconds without --seconds
+CONFIG_VERBS = ("train", "compare")  # the verbs with every config field as a flag, and --config
+CONFIG_HELP = "a .toml, .yaml or .json file of flag = value (the flags' names; a flag given too beats it)"
 
 
 def _int(lo: int):
@@ -80,9 +82,13 @@ class _TopHelp(argparse.RawDescriptionHelpFormatter):
         return text.split("\n", 1)[1] if action.nargs == argparse.PARSER else text
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
     """Every verb's flags, declared in one place in the order ``--help`` lists them (long
-    because there are eight verbs; each block is a flat list of ``add_argument`` calls)."""
+    because there are eight verbs; each block is a flat list of ``add_argument`` calls). ``train``
+    also takes every field of ``algo``'s config, ``compare`` every field of the four (config_io.py)."""
+    from ..algorithms import ALGORITHMS
+    from .config_io import add_config_flags
+
     parser = argparse.ArgumentParser(
         prog="grpo-edu",
         description="Train, compare and measure REINFORCE, baseline, PPO and GRPO from a shell.",
@@ -92,8 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="VERB", title="verbs")
 
-    def verb(name, text, description=None):
-        p = sub.add_parser(name, help=text, description=description or text, formatter_class=_VerbHelp)
+    def verb(name, text, description=None, **kw):
+        p = sub.add_parser(name, help=text, description=description or text, formatter_class=_VerbHelp, **kw)
         p.add_argument(
             "--preset",
             default="auto",
@@ -117,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
         "train all four algorithms side by side from one reference, measure them (gradient "
         "variance, step memory), print one table, where each rung wins and which claims of "
         "the derivation hold, and write the figures and comparison.json",
+        allow_abbrev=False,
     )
     c.add_argument("--out", default="out/compare", metavar="DIR", help="folder for the PNG figures and the report")
     c.add_argument("--seeds", type=_int(1), default=1, metavar="N", help="RL seeds per algorithm (min-max bands)")
@@ -148,11 +155,41 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
     )
-    t = verb("train", "one training run from the reference, its learning curve")
-    from ..algorithms import ALGORITHMS
-
+    c.add_argument("--config", default=None, metavar="FILE", help=CONFIG_HELP)
+    add_config_flags(c, {a: ALGORITHMS[a].Config for a in ALGORITHMS}, reserved=[a.dest for a in c._actions])
+    t = verb(
+        "train",
+        "one training run from the reference, its learning curve",
+        "one training run from the reference, printing its learning curve; with --out DIR it is kept "
+        "(config.toml, metrics.jsonl, evals.jsonl, policy.pt, TensorBoard events). Every field of the "
+        "algorithm's config is a flag below (grpo-edu train --algo ppo --help lists PPO's).",
+        allow_abbrev=False,
+    )
     t.add_argument("--algo", default="grpo", choices=list(ALGORITHMS), help="which algorithm")
     t.add_argument("--steps", type=_int(1), default=None, metavar="N", help="RL steps (default: the preset's)")
+    t.add_argument("--config", default=None, metavar="FILE", help=CONFIG_HELP)
+    t.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="keep the run in DIR (its files replaced): config.toml, metrics.jsonl, evals.jsonl, policy.pt, "
+        "TensorBoard events with tensorboard installed",
+    )
+    add_config_flags(t, {algo: ALGORITHMS[algo].Config}, reserved=[a.dest for a in t._actions])
+    s_ = sub.add_parser(
+        "sample",
+        formatter_class=_VerbHelp,
+        help="a kept run's policy answers held-out problems",
+        description="load the policy grpo-edu train --out DIR kept, answer N held-out problems, print each "
+        "prompt, the answer, whether it is right, and the accuracy",
+        allow_abbrev=False,
+    )
+    s_.add_argument("--from", dest="from_dir", required=True, metavar="DIR", help="a folder written by train --out")
+    s_.add_argument("--n", type=_int(1), default=10, metavar="N", help="problems to answer")
+    s_.add_argument("--seed", type=_int(0), default=0, metavar="N", help="which problems (and samples)")
+    s_.add_argument(
+        "--temperature", type=float, default=0.0, metavar="T", help="0: greedy (as the accuracy is measured)"
+    )
     r = verb("reference", "build (or load) the SFT reference policy, its accuracy")
     r.add_argument("--retrain", action="store_true", help="train it again even if it is cached")
     b = verb(
@@ -273,6 +310,7 @@ def _compare(args, preset, progress):
         seconds=(args.seconds or COMPARE_SECONDS) if args.budget == "seconds" else None,
         variance_batches=args.variance_batches,
         progress=progress,
+        configs=args.overrides,
     )
     if args.memory_sweep:
         res["memory_sweep"] = memory_sweep(preset=preset, seed=preset.seed, progress=progress)
@@ -285,14 +323,43 @@ def _compare(args, preset, progress):
 
 
 def _train(args, preset, progress):
-    from ..algorithms import make_algorithm
-    from ..warmstart.reference import train_from_preset
+    import copy
+
+    from ..algorithms import ALGORITHMS
+    from ..warmstart.presets import make_task
+    from ..warmstart.reference import reference_policy, train_from_preset
 
     world = "" if preset.world == "default" else f", {preset.world} world"
     print(f"training {args.algo} ({preset.name} preset{world}, seed {preset.seed})")
-    h = train_from_preset(make_algorithm(args.algo), preset=preset, steps=args.steps, progress=progress)
+    task = make_task(preset)
+    reference = reference_policy(preset, task=task, progress=progress)
+    policy = copy.deepcopy(reference)  # the policy train() updates, kept for --out
+    algo = ALGORITHMS[args.algo](args.configs[args.algo])
+    h = train_from_preset(algo, task, reference, policy, preset=preset, steps=args.steps, progress=progress)
     for e in h.evals:
         print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
+    if args.out:
+        from .run_dir import keep_run
+
+        steps = args.steps or preset.steps
+        run = dict(algo=args.algo, preset=preset.name, world=preset.world, seed=args.seed, steps=steps)
+        header = (
+            f"grpo-edu train: repeat this run with grpo-edu train --config {args.out}/config.toml\n"
+            f"effective seed {preset.seed} (seed + $GRPO_EDU_SEED_SHIFT); final held-out accuracy {h.final_accuracy:.4f}"
+        )
+        wrote, note = keep_run(args.out, run, algo.config.to_dict(), h, policy, task, header)
+        print("wrote " + ", ".join(wrote) + (f"\n{note}" if note else ""))
+
+
+def _sample(args, preset=None, progress=False):  # the preset is the kept run's
+    from .run_dir import format_samples, sample_from
+
+    try:
+        res = sample_from(args.from_dir, n=args.n, seed=args.seed, temperature=args.temperature)
+    except (FileNotFoundError, ValueError) as exc:  # no policy there, or not a usable one (CheckpointError)
+        _fail(args, str(exc))
+    print(format_samples(res))
+    return 0
 
 
 def _reference(args, preset, progress):
@@ -374,7 +441,7 @@ def _regimes(args, preset, progress):
     print(format_regimes(res, seconds=True))
 
 
-VERBS = {
+VERBS = {  # sample runs before a preset is built (main), check-notebooks without one
     "compare": _compare,
     "train": _train,
     "reference": _reference,
@@ -384,6 +451,7 @@ VERBS = {
     "ablate": _ablate,
     "regimes": _regimes,
     "trl-launch": _trl_launch,
+    "sample": _sample,
 }
 
 
@@ -427,10 +495,129 @@ def _check_outputs(args) -> None:
                 _fail(args, str(exc))
 
 
+class _PreParse(argparse.ArgumentParser):
+    def error(self, message):  # the full parser reports it
+        raise ValueError(message)
+
+
+def _error(cmd: str, message: str):
+    sys.stderr.write(f"grpo-edu {cmd}: error: {' '.join(message.split())}\n")
+    raise SystemExit(2)
+
+
+def _read_config(argv) -> tuple[str, dict, str | None]:
+    """Before the parser is built: the algorithm (``--algo``, else the config file's, else grpo),
+    whose fields ``train`` takes as flags, and the ``--config`` file's keys."""
+    if not argv or argv[0] not in CONFIG_VERBS:
+        return "grpo", {}, None
+    pre = _PreParse(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config")
+    pre.add_argument("--algo")
+    try:
+        known, _ = pre.parse_known_args(argv[1:])
+    except ValueError:
+        return "grpo", {}, None
+    values = {}
+    if known.config:
+        from .config_io import ConfigFileError, read_config_file
+
+        try:
+            values = read_config_file(known.config)
+        except ConfigFileError as exc:
+            _error(argv[0], f"--config {exc}")
+    from ..algorithms import ALGORITHMS
+
+    algo = known.algo or values.get("algo", "grpo")
+    if algo not in ALGORITHMS:
+        if known.algo:  # argparse names the choices of --algo
+            return "grpo", values, known.config
+        _error(argv[0], f"--config {known.config}: algo: unknown algorithm {algo!r}; choose one of {list(ALGORITHMS)}")
+    return algo, values, known.config
+
+
+def _file_defaults(cmd, verb_parser, values: dict, path: str) -> None:
+    """The config file's keys become the verb's defaults (so a flag given too beats them), each
+    checked as its flag is: an unknown key or a wrong value is one line naming it."""
+    from dataclasses import fields
+
+    from ..algorithms import ALGORITHMS
+    from .config_io import parse_value, show
+
+    fields_ = {f.name: f for a in ALGORITHMS.values() for f in fields(a.Config)}
+    actions = {a.dest: a for a in verb_parser._actions if a.dest not in ("help", "config")}
+    out = {}
+    for key, value in values.items():
+        key = key.replace("-", "_")  # variance-batches = variance_batches, as the flag's dest
+        where = f"--config {path}: {key}"
+        if key not in actions:
+            _unknown(cmd, f"key {where}", key, [n for n, a in actions.items() if a.option_strings])
+        a = actions[key]
+        try:
+            if a.default is argparse.SUPPRESS:  # a config field
+                out[key] = parse_value(where, fields_[key], value)
+                continue
+            if a.nargs == 0:  # a switch (--quiet)
+                if not isinstance(value, bool):
+                    raise ValueError(f"{where} takes true or false, got {value!r}")
+                out[key] = value
+                continue
+            text = ",".join(map(show, value)) if isinstance(value, (list, tuple)) else show(value)
+            out[key] = a.type(text) if a.type else text
+            if a.choices is not None and out[key] not in a.choices:
+                raise ValueError(f"{where} must be one of {list(a.choices)}, got {value!r}")
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            msg = str(exc)
+            _error(cmd, msg if msg.startswith(where) else f"{where}: {msg}")
+    verb_parser.set_defaults(**out)
+
+
+def _unknown(cmd, what, name, names):
+    import difflib
+
+    flags = sorted(names)
+    near = difflib.get_close_matches(name, flags, n=3)
+    hint = f"did you mean {', '.join(near)}? " if near else ""
+    _error(cmd, f"unknown {what}: {hint}the valid names are {', '.join(flags)}")
+
+
+def _build_configs(args) -> None:
+    """Each algorithm's config from its defaults and the fields set (flags, --config), checked
+    by its own ``__post_init__`` before any work: ``args.configs`` (name -> config) and
+    ``args.overrides`` (name -> the fields set)."""
+    from dataclasses import fields
+
+    from ..algorithms import ALGORITHMS
+    from .config_io import parse_value
+
+    algos = [args.algo] if args.cmd == "train" else list(ALGORITHMS)
+    args.configs, args.overrides = {}, {}
+    try:
+        for name in algos:
+            cls = ALGORITHMS[name].Config
+            given = [f for f in fields(cls) if hasattr(args, f.name)]
+            args.overrides[name] = {f.name: parse_value(f"--{f.name}", f, getattr(args, f.name)) for f in given}
+            args.configs[name] = cls(**args.overrides[name])
+    except (ValueError, TypeError) as exc:  # a wrong type (parse_value), out of range (__post_init__)
+        _fail(args, str(exc))
+
+
 def main(argv=None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    algo, values, path = _read_config(argv)
+    parser = _parser(algo)
+    verbs = parser._subparsers._group_actions[0].choices
+    if values:
+        _file_defaults(argv[0], verbs[argv[0]], values, path)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        flag = next((x for x in extra if x.startswith("-")), extra[0]).split("=")[0]
+        names = [o for a in verbs[args.cmd]._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+        _unknown(args.cmd, f"flag {flag}", flag, names)
     _check_flags(args)
+    if args.cmd in CONFIG_VERBS:
+        _build_configs(args)
+    if args.cmd == "sample":
+        return _sample(args)
     if args.cmd == "check-notebooks":
         _check_outputs(args)
         return _check_notebooks(args)

@@ -46,6 +46,13 @@ def ensure_writable(path, what: str, fix: str = "", file: bool = False) -> Path:
     return path
 
 
+def _readable_as_open_makes(tmp) -> None:
+    """mkstemp's file is private (0600); give it the mode ``open()`` would (0666 less the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+
+
 def save_checkpoint(path, state: dict) -> Path:
     """Write ``state`` (tensors, numbers, strings, dicts, lists) to ``path`` atomically:
     to a temporary file in the same folder, then ``os.replace``. A crash mid-write never
@@ -58,12 +65,60 @@ def save_checkpoint(path, state: dict) -> Path:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        _readable_as_open_makes(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then ``os.replace``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        _readable_as_open_makes(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+POLICY_FORMAT = 1  # the layout of save_policy's file; load_policy refuses another
+
+
+def save_policy(path, policy, task, **info) -> Path:
+    """A trained policy with what rebuilds it (its model config, the task's config), atomically;
+    ``info``: plain data kept beside it (the algorithm, the steps, the final accuracy)."""
+    state = {
+        "format": POLICY_FORMAT,
+        "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
+        "model": policy.config.to_dict(),
+        "task": dict(task.config),
+        **info,
+    }
+    return save_checkpoint(path, state)
+
+
+def load_policy(path, device: str = "cpu"):
+    """``(policy, task, state)`` from a `save_policy` file, loaded with ``weights_only=True``."""
+    from envs import ArithmeticTask
+
+    from ..model import ModelConfig, TinyGPT
+
+    state = load_checkpoint(path)
+    if state.get("format") != POLICY_FORMAT or "model" not in state or "task" not in state:
+        raise CheckpointError(path, f"it is not a policy saved by grpo-edu train --out (format {POLICY_FORMAT})")
+    policy = TinyGPT(ModelConfig(**state["model"]))
+    load_state_dict_checked(policy, state["state_dict"], source=str(path))
+    return policy.to(device).eval(), ArithmeticTask(**state["task"]), state
 
 
 class CheckpointError(ValueError):
