@@ -34,7 +34,7 @@ def test_train_verb_says_what_it_ran(capsys):
 
 
 def test_comparison_small(tmp_path, reference):
-    preset = get_preset("cpu", prompts_per_step=8)  # 64 sequences per step
+    preset = get_preset("cpu", sequences_per_step=64)
     res = run_comparison(preset, seeds=2, steps=2, variance_batches=2, critic_steps=5, progress=False)
     assert list(res["algorithms"]) == ["reinforce", "baseline", "ppo", "grpo"]
     for r in res["algorithms"].values():
@@ -257,7 +257,7 @@ def test_run_comparison_rejects_bad_budget():
 
 
 def test_variance_study_small():
-    p = get_preset("cpu", prompts_per_step=2)
+    p = get_preset("cpu", sequences_per_step=16)
     study = run_variance_study(
         p, targets=(0.5, 0.99), n_batches=2, critic_steps=2, max_steps=1, mixed_digits=None, progress=False
     )
@@ -289,7 +289,7 @@ def test_format_memory_sweep():
 def test_ablation_runs_one_row_per_difference():
     from envs import ArithmeticTask  # noqa: F401  (the preset's task)
 
-    preset = get_preset("cpu", prompts_per_step=4, group_size=2)  # 8 sequences per step
+    preset = get_preset("cpu", sequences_per_step=8)
     tiny_sft = dict(max_steps=5, eval_every=5, batch_size=16)
     rows = (
         Variant("a", "the defaults", sft=tiny_sft),

@@ -261,7 +261,7 @@ def test_difficulty_regime_runs_both_worlds_tiny(tmp_path):
 
     torch.manual_seed(0)
     ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
-    preset = get_preset("cpu", prompts_per_step=8, group_size=8)
+    preset = get_preset("cpu", sequences_per_step=64)
     res = regimes.run_difficulty(ref, preset, seeds=(0, 1), size="tiny", references={"spread": ref}, progress=False)
     assert set(res["worlds"]) == set(WORLDS) and all(len(v) == 2 for v in res["worlds"].values())
     run = res["worlds"]["spread"][0]

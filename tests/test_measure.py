@@ -233,7 +233,7 @@ def test_shared_prompts_cut_grpo_activations():
     ],
 )
 def test_step_cost_counts(name, updates, expected):
-    preset = get_preset("cpu", model=TINY, prompts_per_step=4)  # 4 x 8 = 32 sequences per step
+    preset = get_preset("cpu", model=TINY, sequences_per_step=32)  # GRPO: 4 prompts x 8
     c = D.step_cost(name, preset=preset, n_steps=1)
     assert c["updates_per_step"] == updates and c["sequences_per_step"] == 32
     full = {k: expected.get(k, 0) for k in c["passes_per_step"]}
@@ -244,7 +244,7 @@ def test_step_cost_counts(name, updates, expected):
 
 
 def test_step_cost_runs_the_reference_only_when_it_is_used():
-    preset = get_preset("cpu", model=TINY, prompts_per_step=4)
+    preset = get_preset("cpu", model=TINY, sequences_per_step=32)
     c = D.step_cost("reinforce", preset=preset, n_steps=1, with_reference=True)
     assert c["passes_per_step"]["reference_forward"] == 0  # beta = 0: pi_ref is attached but never run
     c = D.step_cost("reinforce", preset=preset, n_steps=1)

@@ -14,7 +14,7 @@ from grpo_edu.measure.fits import GaoFit
 def tiny():
     torch.manual_seed(0)
     ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
-    return ref, get_preset("cpu", prompts_per_step=8, group_size=8)
+    return ref, get_preset("cpu", sequences_per_step=64)
 
 
 def test_overoptimisation_on_a_tiny_setup(tiny):

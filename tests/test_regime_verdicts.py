@@ -25,7 +25,7 @@ def _tiny_ref(max_seq_len=12):
 
 
 def _run(name):
-    preset = get_preset("cpu", prompts_per_step=8, group_size=8)
+    preset = get_preset("cpu", sequences_per_step=64)
     if name == "offset":
         return regimes.run_offset(_tiny_ref(), preset, seeds=SEEDS, steps=1, warmup=1, progress=False)
     if name == "reward_model":

@@ -13,7 +13,7 @@ VERDICTS = {"holds", "fails here", "depends"}
 def tiny():
     torch.manual_seed(0)
     ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
-    preset = get_preset("cpu", prompts_per_step=8, group_size=8)
+    preset = get_preset("cpu", sequences_per_step=64)
     return ref, preset
 
 
@@ -173,7 +173,7 @@ def test_long_over_short_is_the_aggregations_own_weight():
 
 
 def test_free_length_on_a_tiny_setup(tmp_path):
-    task, fit = regimes.free_length_setup(get_preset("cpu", prompts_per_step=8, group_size=8))
+    task, fit = regimes.free_length_setup(get_preset("cpu", sequences_per_step=64))
     assert task.filler == 4 and fit.model.max_seq_len >= task.prompt_length + task.max_answer_length
     torch.manual_seed(0)
     own = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=fit.model.max_seq_len))

@@ -9,6 +9,7 @@ import time
 
 import torch
 
+from ..algorithms import make_algorithm
 from ..measure.compare import ORDER
 from ..measure.cost import step_cost
 from ..measure.memory import step_memory
@@ -17,16 +18,26 @@ from ..warmstart.presets import make_task, resolve_preset, setup_torch
 from ..warmstart.reference import reference_policy
 
 
-def run_bench(preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True) -> dict:
+def run_bench(
+    preset="cpu", seed: int = 0, algorithms=ORDER, n_steps: int = 5, progress: bool = True, configs=None
+) -> dict:
+    """Generation speed in GRPO's layout (``preset.sequences_per_step / G`` prompts x G, G GRPO's
+    ``group_size``), then each algorithm's step cost and memory with its own config: ``configs``
+    maps an algorithm name to config overrides (``{"grpo": {"group_size": 16}}``)."""
+
+    def algorithm(name):  # a fresh one per measurement (each sets it up on its own policy)
+        return make_algorithm(name, **(configs or {}).get(name, {}))
+
     preset = resolve_preset(preset)
     setup_torch(preset, seed)
     task = make_task(preset)
     reference = reference_policy(preset, task=task, progress=progress)
-    gen = generation_speed(reference, task, preset.prompts_per_step, preset.group_size, seed=seed)
+    G = algorithm("grpo").config.group_size
+    gen = generation_speed(reference, task, preset.prompts(G), G, seed=seed)
     rows = {}
     for a in algorithms:
-        cost = step_cost(a, preset=preset, reference=reference, n_steps=n_steps, seed=seed)
-        mem = step_memory(a, preset=preset, batch_size=preset.sequences_per_step, seed=seed)
+        cost = step_cost(algorithm(a), preset=preset, reference=reference, n_steps=n_steps, seed=seed)
+        mem = step_memory(algorithm(a), preset=preset, batch_size=preset.sequences_per_step, seed=seed)
         rows[a] = {
             "seconds_per_step": cost["seconds_per_step"],
             "generation_seconds": cost["generation_seconds"],

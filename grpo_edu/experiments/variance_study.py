@@ -21,6 +21,7 @@ def run_variance_study(
     max_steps: int = 400,
     critic_steps: int = 100,
     progress: bool = True,
+    configs: dict | None = None,
 ) -> dict:
     """Relative gradient variance of each estimator at several policy snapshots.
 
@@ -30,10 +31,14 @@ def run_variance_study(
     1) and the score norms of right vs wrong answers with the optimal baseline b*. With
     ``mixed_digits``, also at the reference of a task whose operands have mixed lengths
     (prompts of different difficulty: where a per-prompt baseline should matter most).
+    ``configs`` maps an algorithm name to config overrides: the group layout is GRPO's
+    (``preset.sequences_per_step / G`` prompts x G, G its ``group_size``), the training REINFORCE's.
     """
     from envs import ArithmeticTask
 
+    configs = configs or {}
     preset = resolve_preset(preset)
+    G = make_algorithm("grpo", **configs.get("grpo", {})).config.group_size  # the group layout's G
     setup_torch(preset, seed)
     task = make_task(preset)
     reference = reference_policy(preset, task=task, progress=progress)
@@ -45,8 +50,8 @@ def run_variance_study(
                 policy,
                 tsk,
                 n_batches=n_batches,
-                prompts_per_batch=preset.prompts_per_step,
-                group_size=preset.group_size,
+                prompts_per_batch=preset.prompts(G),
+                group_size=G,
                 layout=layout,
                 seed=seed,
                 progress=progress,
@@ -57,12 +62,13 @@ def run_variance_study(
 
     rows = [measure(reference, task, "reference", evaluate(reference, task))]
     policy = copy.deepcopy(reference)
-    algo = make_algorithm("reinforce")
+    algo = make_algorithm("reinforce", **configs.get("reinforce", {}))
     for target in [t for t in targets if t > rows[0]["accuracy"]]:
         budget = dict(steps=max_steps, target_accuracy=target, eval_every=5)
         h = train(algo, task, reference, policy, preset, seed=seed, progress=progress, **budget)
         rows.append(measure(policy, task, f"REINFORCE to {target:.0%}", h.final_accuracy))
-        algo = make_algorithm("reinforce")  # fresh optimizer state; the policy carries on
+        # fresh optimizer state; the policy carries on
+        algo = make_algorithm("reinforce", **configs.get("reinforce", {}))
         seed += 1
     if mixed_digits:
         mixed = ArithmeticTask(**{**preset.task, "mixed_digits": tuple(mixed_digits)})
@@ -73,7 +79,7 @@ def run_variance_study(
     return {
         "preset": preset.name,
         "n_batches": n_batches,
-        "prompts": preset.prompts_per_step,
-        "group_size": preset.group_size,
+        "prompts": preset.prompts(G),
+        "group_size": G,
         "rows": rows,
     }

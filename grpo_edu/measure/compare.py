@@ -106,7 +106,8 @@ def run_comparison(
             runs.append(train(algo, seed=seed, name=LABELS[name], **kw))
         out["algorithms"][name] = _row(name, algo, runs)
     if measure:
-        measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps)
+        args = (variance_batches, progress, algorithms, critic_steps, configs)
+        measure_at_reference(out, preset, task, reference, *args)
     out["wins"] = where_each_wins(out)
     out["claims"] = claims(out)
     out["total_seconds"] = time.perf_counter() - t0
@@ -138,14 +139,22 @@ def where_each_wins(result: dict) -> dict:
     return wins
 
 
-def measure_at_reference(out, preset, task, reference, variance_batches, progress, algorithms, critic_steps):
+def measure_at_reference(
+    out, preset, task, reference, variance_batches, progress, algorithms, critic_steps, configs=None
+):
     """Into ``out``: each method's estimator variance in the layout it trains with (prompts x 1;
-    GRPO prompts x G), one critic for both layouts; the memory of one step."""
+    GRPO prompts x G), one critic for both layouts; the memory of one step. Each algorithm is
+    built with its ``configs`` overrides, as it trained: G is GRPO's ``config.group_size``."""
+
+    def algorithm(name):  # a fresh one each time (a measurement sets it up on its own policy)
+        return make_algorithm(name, **(configs or {}).get(name, {}))
+
+    G = algorithm("grpo").config.group_size  # the group layout is GRPO's: its prompts x its G
     est = [ESTIMATOR_OF[a] for a in algorithms]
     critic = None
     if {"critic", "gae"} & set(est):
         critic, fit = fit_critic(reference, task, steps=critic_steps, seed=preset.seed + 1, progress=progress)
-    kw = dict(n_batches=variance_batches, prompts_per_batch=preset.prompts_per_step, group_size=preset.group_size)
+    kw = dict(n_batches=variance_batches, prompts_per_batch=preset.prompts(G), group_size=G)
     kw.update(seed=preset.seed, progress=progress, critic=critic)
     extra = ["batch_mean", "group_mean", "group_loo"]
     var = gradient_variance(reference, task, estimators=tuple(dict.fromkeys(est + extra)), **kw)
@@ -156,10 +165,10 @@ def measure_at_reference(out, preset, task, reference, variance_batches, progres
     var_distinct = gradient_variance(reference, task, estimators=tuple(solo), layout="distinct", **kw) if solo else {}
     out["gradient_variance_distinct"] = var_distinct  # the same number of sequences, prompts x 1
     mem_kw = dict(preset=preset, batch_size=preset.sequences_per_step, seed=preset.seed)
-    out["memory"] = mem = {a: step_memory(a, **mem_kw) for a in algorithms}
+    out["memory"] = mem = {a: step_memory(algorithm(a), **mem_kw) for a in algorithms}
     grpo_peak = mem["grpo"]["measured_peak_step"] if "grpo" in mem else math.nan
     if "grpo" in mem:  # the same step with every row running its own prompt: the critic alone vs PPO
-        unshared = step_memory("grpo", share_prompts=False, **mem_kw)["measured_peak_step"]
+        unshared = step_memory(algorithm("grpo"), share_prompts=False, **mem_kw)["measured_peak_step"]
         out["algorithms"]["grpo"]["peak_step_memory_unshared_mb"] = unshared / 1e6
     for a in algorithms:
         row, (_, own) = out["algorithms"][a], own_variance(out, a)

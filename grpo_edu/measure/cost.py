@@ -46,7 +46,7 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
     algo, device, sample = setup_step(algorithm_name, reference, preset, seed, with_reference)
-    n_prompts = resolve_preset(preset).sequences_per_step // algo.config.group_size
+    n_prompts = resolve_preset(preset).prompts(algo.config.group_size)  # the algorithm's G
     phase, counts = ["generation"], {}
     handles = _count_passes(algo, counts, phase)
 

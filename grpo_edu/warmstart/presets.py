@@ -31,16 +31,28 @@ class Preset:
     task: dict  # ArithmeticTask keyword arguments
     model: ModelConfig
     sft: SFTConfig
-    prompts_per_step: int = 64  # distinct problems per RL step
-    group_size: int = 8  # GRPO samples per problem (prompts_per_step * group_size sequences)
+    sequences_per_step: int = 512  # completions sampled per RL step, the same for every algorithm
     steps: int = 100  # default RL steps for one training run
     eval_every: int = 10  # RL steps between held-out evaluations
     seed: int = 0  # base seed of everything random (the reference's SFT too); $GRPO_EDU_SEED_SHIFT adds to it
     world: str = "default"  # which reference the task is learned from (WORLDS; get_preset(world=...))
 
-    @property
-    def sequences_per_step(self) -> int:
-        return self.prompts_per_step * self.group_size
+    def __post_init__(self):
+        n = self.sequences_per_step
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"Preset.sequences_per_step must be an integer >= 1, got {n!r}")
+
+    def prompts(self, group_size: int) -> int:
+        """Prompts per step for an algorithm that samples ``group_size`` completions of each:
+        ``sequences_per_step / group_size`` (cpu: GRPO 512 / 8 = 64 prompts x 8, PPO 512 x 1).
+        The group size is the algorithm's (``algo.config.group_size``), never the preset's."""
+        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size must be an integer >= 1, got {group_size!r}")
+        if self.sequences_per_step % group_size:
+            raise ValueError(
+                f"Preset.sequences_per_step={self.sequences_per_step} is not a multiple of group_size={group_size}"
+            )
+        return self.sequences_per_step // group_size
 
 
 _SIZES = {  # what differs between the presets
@@ -55,8 +67,7 @@ _SIZES = {  # what differs between the presets
         sft_batch=256,
         sft_steps=1000,
         sft_eval_every=5,
-        prompts_per_step=64,
-        group_size=8,
+        sequences_per_step=512,  # GRPO 64 prompts x 8, PPO 512 x 1
         steps=128,
     ),
     "gpu": dict(
@@ -70,8 +81,7 @@ _SIZES = {  # what differs between the presets
         sft_batch=512,
         sft_steps=2000,
         sft_eval_every=10,
-        prompts_per_step=256,
-        group_size=16,
+        sequences_per_step=4096,  # GRPO 512 prompts x 8 (GRPOConfig(group_size=16): 256 x 16)
         steps=300,
     ),
 }
@@ -119,8 +129,7 @@ def _build(name: str, device: str, seed: int) -> Preset:
             eval_every=z["sft_eval_every"],
             seed=seed,
         ),
-        prompts_per_step=z["prompts_per_step"],
-        group_size=z["group_size"],
+        sequences_per_step=z["sequences_per_step"],
         steps=z["steps"],
         eval_every=10,
         seed=seed,

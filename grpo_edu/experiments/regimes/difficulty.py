@@ -81,6 +81,12 @@ class ByDifficulty:
         return r
 
 
+def group_size() -> int:
+    """G of the runs: plain GRPO's ``config.group_size`` in `RUNS` (the measurements use its layout)."""
+    algo, config = RUNS["GRPO"]
+    return make_algorithm(algo, **config).config.group_size
+
+
 def bucket_accuracy(correct, easy) -> tuple[float, float]:
     """(accuracy on the easy prompts, on the hard ones) of a 0/1 array."""
     correct = np.asarray(correct, dtype=float)
@@ -98,8 +104,9 @@ def _world_run(ref, preset, world, seed, z, bound) -> dict:
     task = make_task(preset)
     sizes = {k: z[k] for k in ("n_prompts", "samples", "batches", "grad_batches", "critic_steps", "score_prompts",
                                "score_samples")}  # fmt: skip
-    out = {"measure": measure_world(ref, task, bound, preset.group_size, prompts_per_batch=preset.prompts_per_step,
-                                    seed=seed, **sizes)}  # fmt: skip
+    G = group_size()  # the group layout is GRPO's, as it trains in RUNS
+    out = {"measure": measure_world(ref, task, bound, G, prompts_per_batch=preset.prompts(G), seed=seed,
+                                    **sizes)}  # fmt: skip
     probs = task.eval_problems()[: z["pass_prompts"]]
     ks = z["pass_ks"]
     out["pass_ref"] = {k: v for k, v in pass_at_k_curve(ref, task, ks, problems=probs, bound=bound, seed=seed).items()
@@ -159,7 +166,7 @@ def run_difficulty(reference, preset="cpu", seeds=(0, 1), size: str = "full", re
             res["worlds"][w].append(_world_run(refs[w], presets[w], w, seed, z, bound))
             progress_bar.update(1)
     progress_bar.close()
-    res["claims"] = [c for w in WORLDS for c in _claims(res["worlds"][w], w, bound, z, preset.group_size)]
+    res["claims"] = [c for w in WORLDS for c in _claims(res["worlds"][w], w, bound, z, group_size())]
     res["claims"] = _interleave(res["claims"], len(WORLDS))
     return res
 

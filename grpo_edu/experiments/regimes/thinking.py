@@ -54,7 +54,7 @@ def thinking_setup(preset="cpu", tiny: bool = False, **knobs):
     preset = dataclasses.replace(preset, model=model)
     if tiny:
         sft = dataclasses.replace(preset.sft, max_steps=10, eval_every=5, batch_size=64)
-        preset = dataclasses.replace(preset, sft=sft, prompts_per_step=4, eval_every=2)
+        preset = dataclasses.replace(preset, sft=sft, sequences_per_step=32, eval_every=2)  # GRPO 4 x 8
     return task, preset
 
 
