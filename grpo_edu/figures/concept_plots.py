@@ -79,7 +79,8 @@ def plot_clip_function(eps_low: float = 0.2, eps_high: float | None = None,
                ylabel="objective (to maximise)", xlim=(0, rho_max),
                title=f"A = {A:+g}: " + ("good action, pushed up to 1+ε" if A > 0 else
                                         "bad action, pushed down to 1-ε"))  # fmt: skip
-        ax.legend(loc="upper left" if A > 0 else "upper right", fontsize=8)
+    # one legend for both panels, below them: inside a panel it covered the ε guide lines
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=8)
     fig.suptitle(f"Clipped surrogate, ε_low = {eps_low:g}, ε_high = {eps_high_:g}")
     set_alt(fig, f"Two line charts of PPO's clipped objective against the probability ratio rho, for advantage +1 "
                  f"(flat above 1 + {eps_high_:g}) and -1 (flat below 1 - {eps_low:g}), beside the unclipped rho times A; "

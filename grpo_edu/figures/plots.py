@@ -482,7 +482,7 @@ def plot_memory_ratio(sweep_rows, limit: float | None = 1.8) -> Figure:
     ax.set_xscale("log")
     ax.set(xlabel="policy parameters (count, log scale)", ylabel="PPO / GRPO peak memory (ratio)",
            title="How much more memory PPO's critic costs")  # fmt: skip
-    ax.legend(loc="best")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)  # below the axes: "best" sat on the limit line
     set_alt(fig, "Line chart of the PPO / GRPO peak-memory ratio against the policy's parameter count on a log "
                  "scale, measured and analytic, one colour per batch size"
                  + (f", with a dotted line at the parameter-dominated limit {limit:g}x." if limit is not None else "."))  # fmt: skip
