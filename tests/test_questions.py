@@ -51,7 +51,7 @@ QUESTIONS = {
 _LABEL = re.compile(r"^\(([\w-]+)\)=\s*$")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
 _MEASURED = re.compile(r"^\s*-\s+\*\*Measured:\*\*\s+(.*)$")
-_NB_SOURCE = re.compile(r"^`(?:notebooks/)?(\d\d_[\w-]+)\.ipynb`, section \*(.+?)\*:\s*(.*)$")
+_NB_SOURCE = re.compile(r"^`(?:notebooks/)?(\d\d_[\w-]+)\.ipynb`, \[?section \*(.+?)\*(?:\]\([^)\s]*\))?:\s*(.*)$")
 _BLOCK_SOURCE = re.compile(r"^\[[^\]]*\]\(measurements\.md\), block \*([\w-]+)\*:\s*(.*)$")
 _NUMBERING = re.compile(r"^\d+[a-z]?\.\s+")
 _NUMBER = re.compile(r"(?<![\w.#/])\d+(?:[.,]\d+)*(?:e[-+]\d+)?(?!\w)")  # 0.5363, 103,040, 3.53e-03; not #2703, k3
