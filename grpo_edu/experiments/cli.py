@@ -184,7 +184,7 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         "prompt, the answer, whether it is right, and the accuracy",
         allow_abbrev=False,
     )
-    s_.add_argument("--from", dest="from_dir", required=True, metavar="DIR", help="a folder written by train --out")
+    s_.add_argument("--from", dest="from_dir", default=None, metavar="DIR", help="a folder written by train --out")
     s_.add_argument("--n", type=_int(1), default=10, metavar="N", help="problems to answer")
     s_.add_argument("--seed", type=_int(0), default=0, metavar="N", help="which problems (and samples)")
     s_.add_argument(
@@ -354,6 +354,8 @@ def _train(args, preset, progress):
 def _sample(args, preset=None, progress=False):  # the preset is the kept run's
     from .run_dir import format_samples, sample_from
 
+    if args.from_dir is None:
+        _fail(args, "--from DIR is required: the folder grpo-edu train --out DIR kept the run in")
     try:
         res = sample_from(args.from_dir, n=args.n, seed=args.seed, temperature=args.temperature)
     except (FileNotFoundError, ValueError) as exc:  # no policy there, or not a usable one (CheckpointError)
