@@ -146,7 +146,10 @@ def test_plot_ev_by_position_draws_a_panel_per_world_with_alt_text():
     results = {"default": {"ev": [0.0, 0.01, 0.0], "oracle_ev": [0.01, 0.3, 0.95]}, "scratchpad": {"ev": [0.4, 0.5]}}
     fig = plot_ev_by_position(results, {"default": 0.017, "scratchpad": 0.49}, steps=40)
     assert len(fig.axes) == 2 and alt_text(fig)
-    # the learned critic, the exact V* (where there is one) and the EV_max line in each panel
+    # the learned critic, the exact V* (where there is one), the EV_max line and 0 in each panel
     assert [len(ax.get_lines()) for ax in fig.axes] == [4, 3]
+    from test_legends import legends_on_data  # the legend sits below the panels, off the data
+
+    assert legends_on_data(fig) == []
     with pytest.raises(ValueError):
         plot_ev_by_position({}, {})

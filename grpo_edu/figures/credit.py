@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from .plotstyle import PALETTE, set_alt, styled
 
@@ -24,25 +25,38 @@ def plot_ev_by_position(
     worlds = list(results)
     if not worlds:
         raise ValueError("plot_ev_by_position needs at least one world")
-    fig = Figure(figsize=(3.2 * len(worlds) + 0.6, 3.6), layout="constrained")
+    fig = Figure(figsize=(3.2 * len(worlds) + 0.6, 3.9), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(worlds), sharey=True))
-    learned = "learned critic V(s_t)" + (f", {steps} fit steps" if steps else "")
     for i, (ax, w) in enumerate(zip(axes, worlds, strict=True)):
         r, c = results[w], PALETTE[i % len(PALETTE)]
         ev = np.asarray(r["ev"], dtype=float)
         t = np.arange(ev.size)
-        ax.plot(t, ev, "o-", ms=4, color=c, label=learned)
+        ax.plot(t, ev, "o-", ms=4, color=c)
         if "oracle_ev" in r:
-            ax.plot(t, np.asarray(r["oracle_ev"], dtype=float), "s--", ms=3, color=c, alpha=0.6,
-                    label="exact P(R=1 | s_t): what the prefix reveals")  # fmt: skip
+            ax.plot(t, np.asarray(r["oracle_ev"], dtype=float), "s--", ms=3, color=c, alpha=0.6)
         if w in ev_max:
-            ax.axhline(ev_max[w], color=c, ls=":", lw=1.5, label="EV_max: the prompt's ceiling (bounds t = 0)")
+            ax.axhline(ev_max[w], color=c, ls=":", lw=1.5)
         ax.axhline(0.0, color="grey", lw=0.6)
         ax.set_title(f"{w} world")
         ax.set_xlabel("completion position t")
         ax.set_xticks(t)
-        ax.legend(fontsize=7, loc="upper left")
     axes[0].set_ylabel("EV_t = 1 - Var(R - V(s_t)) / Var(R)")
+    learned = "learned critic V(s_t)" + (f", {steps} fit steps" if steps else "")
+    handles = [
+        Line2D([], [], color="dimgrey", marker="o", ms=4, label=learned),
+        Line2D(
+            [],
+            [],
+            color="dimgrey",
+            marker="s",
+            ms=3,
+            ls="--",
+            alpha=0.6,
+            label="exact P(R=1 | s_t): what the prefix reveals",
+        ),  # fmt: skip
+        Line2D([], [], color="dimgrey", ls=":", lw=1.5, label="EV_max: the prompt's ceiling (bounds t = 0)"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8)
     set_alt(
         fig,
         "One panel per world: the explained variance of the reward by the critic's value at each completion "
