@@ -8,7 +8,8 @@ backslash in the typeset text, no MathJax error), every image has loaded, and no
 anywhere but 127.0.0.1. At 1280 and 1920 px no code or output block and no display is wider
 than its column and every figure is shown large enough to read (FIGURE_SCALE_MIN). The top of
 the build is a page that links to the start page; there is one search box; the navigation
-lists the notebooks in course order, and the search page finds ``group_advantages``.
+lists the notebooks in course order, "Next" walks the syllabus (each week's notebooks, then its
+homework handout, then the reference pages), and the search page finds ``group_advantages``.
 Screenshots of notebooks 04 and 07 and an API page at both widths are kept under the build
 folder (CI artifacts).
 
@@ -200,6 +201,24 @@ def test_build_is_complete_and_offline(site):
         text = page.read_text(encoding="utf-8")
         for attr in ('src="http', 'src="//', 'rel="stylesheet" href="http'):
             assert attr not in text, f"{page}: an external resource ({attr})"
+
+
+def test_next_walks_the_syllabus(site):
+    """From the site's index, "Next" leads to the start page, the syllabus, then each week's notebooks
+    followed by the homework handed out that week (the syllabus's order, tests/test_syllabus.py),
+    then the reference pages."""
+    from test_syllabus import REFERENCE, START, SYLLABUS, course_order
+
+    expected = [d.lstrip("/") for d in START + course_order(SYLLABUS.read_text())]
+    expected += [f"course/site/{r}" for r in REFERENCE]
+    root, page, walked = site.resolve(), site.resolve() / "course" / "site" / "index.html", []
+    while len(walked) < len(expected):
+        found = re.search(r'<a class="right-next"\s+href="([^"#]+)', page.read_text(encoding="utf-8"))
+        if not found:
+            break
+        page = (page.parent / found.group(1)).resolve()
+        walked.append(page.relative_to(root).as_posix().removesuffix(".html"))
+    assert walked == expected
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -93,6 +93,3 @@ html_theme_options = {
 }
 html_last_updated_fmt = None
 html_copy_source = True
-suppress_warnings = [
-    "misc.highlighting_failure",  # README.md: a shell block with a placeholder `<this repository's URL>`
-]
