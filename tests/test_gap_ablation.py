@@ -53,9 +53,18 @@ def test_batch_mean_gae_ignores_the_critic():
 def test_tiny_run_gives_a_row_per_arm(reference):
     arms = ["PPO, batch-mean baseline (critic off)", "GRPO, 256 x 2"]
     res = ga.run_gap_ablation("cpu", seeds=1, tiny=True, arms=arms, reference=reference, progress=False)
-    assert [r["arm"] for r in res["table"]] == ["GRPO", "PPO", *arms]
+    assert [r["arm"] for r in res["table"]] == ["PPO", arms[0], "GRPO", arms[1]]
     for rows in res["runs"].values():
         assert rows[0]["samples"] == ga.SIZES["tiny"]["steps"] * ga.SIZES["tiny"]["sequences_per_step"]
         assert 0.0 <= rows[0]["accuracy"] <= 1.0
     assert all(not math.isnan(r["mean"]) for r in res["table"])
     assert "closes" in ga.format_table(res)
+    again = ga.run_gap_ablation("cpu", seeds=1, tiny=True, arms=arms[1:], reference=reference, progress=False,
+                                previous=res)  # fmt: skip
+    assert again["runs"] == {n: res["runs"][n] for n in ("PPO", "GRPO", arms[1])}  # reused, not rerun
+
+
+def test_a_follow_up_arm_is_read_against_its_chain():
+    name = "PPO, 64 x 8, batch-mean baseline"
+    assert ga.root(name) == "PPO"
+    assert ga.switches(name) == {"group_size": 8, "advantage_baseline": "batch_mean"}

@@ -34,7 +34,7 @@ from ..measure.common import spread
 from ..measure.verdicts import paired, rule, verdict
 
 BASES = ("PPO", "GRPO")
-ARMS = {  # name -> (base, switch): the base run's algorithm and config, with one field switched
+ARMS = {  # name -> (base arm, switch): the base arm's algorithm and config, with one field switched
     "PPO": ("PPO", {}),
     "PPO, batch-mean baseline (critic off)": ("PPO", {"advantage_baseline": "batch_mean"}),
     "PPO, 64 x 8 (GRPO's layout)": ("PPO", {"group_size": 8}),
@@ -45,6 +45,10 @@ ARMS = {  # name -> (base, switch): the base run's algorithm and config, with on
     "GRPO, 256 x 2": ("GRPO", {"group_size": 2}),
     "GRPO, KL in the reward (PPO's)": ("GRPO", {"kl_placement": "reward"}),
     "GRPO, batch std (PPO-like scale)": ("GRPO", {"scale_rewards": "batch"}),
+    # follow-ups: the layout's dose for PPO, and the layout without the critic (base: another arm)
+    "PPO, 128 x 4": ("PPO", {"group_size": 4}),
+    "PPO, 256 x 2": ("PPO", {"group_size": 2}),
+    "PPO, 64 x 8, batch-mean baseline": ("PPO, 64 x 8 (GRPO's layout)", {"advantage_baseline": "batch_mean"}),
 }
 ALGO = {"PPO": "ppo", "GRPO": "grpo"}
 SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
@@ -76,10 +80,23 @@ def config_differences() -> dict:
     return out
 
 
+def root(name: str) -> str:
+    """The base algorithm ("PPO" or "GRPO") an arm is switched from, through its chain of bases."""
+    while name not in BASES:
+        name = ARMS[name][0]
+    return name
+
+
+def switches(name: str) -> dict:
+    """Every switch from the arm's root to it (its base's, then its own)."""
+    base, own = ARMS[name]
+    return own if name in BASES else {**switches(base), **own}
+
+
 def arm_spec(name: str, sequences_per_step: int = 512) -> dict:
     """Everything that sets the arm's training: its algorithm, every field of its config, the
     completions per step and the advantage's baseline (the algorithm's own, or the plugged batch mean)."""
-    base, switch = ARMS[name]
+    base, switch = root(name), switches(name)
     cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
     config = make_algorithm(ALGO[base], **cfg).config
     spec = {"algorithm": ALGO[base], **{f.name: getattr(config, f.name) for f in fields(config)}}
@@ -92,7 +109,7 @@ def _run_arm(name, reference, task, preset, seed, z) -> dict:
     from .. import plug
     from ..train import train
 
-    base, switch = ARMS[name]
+    base, switch = root(name), switches(name)
     cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
     algorithm = make_algorithm(ALGO[base], **cfg)
     plugged = {"gae": batch_mean_gae} if switch.get("advantage_baseline") == "batch_mean" else {}
@@ -112,12 +129,14 @@ def _run_arm(name, reference, task, preset, seed, z) -> dict:
     }
 
 
-def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, reference=None, progress=True):
-    """Each arm of `ARMS` (or ``arms``) at seeds ``0 .. seeds-1`` (or the list ``seeds``) for ``steps``
-    (default the regime's 40; tiny: 1) from ``preset``'s default-world reference. Returns ``{"runs":
-    {arm: [per seed]}, "table": [rows], "seeds", "steps", ...}``; each row has the arm's held-out accuracy
-    (per seed, mean, min, max), its paired difference from its base run, and the share of the PPO - GRPO
-    gap it closes (moving PPO down or GRPO up; mean over seeds of the arm's move over the mean gap)."""
+def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, reference=None, progress=True,
+                     previous=None):  # fmt: skip
+    """Each arm of `ARMS` (or ``arms``, with the bases they are read against) at seeds ``0 .. seeds-1``
+    (or the list ``seeds``) for ``steps`` (default the regime's 40; tiny: 1) from ``preset``'s
+    default-world reference; ``previous`` (an earlier result of the same steps, layout and seeds) gives
+    the runs it already has. Returns ``{"runs": {arm: [per seed]}, "table": [rows], "seeds", "steps",
+    ...}``; each row has the arm's held-out accuracy (per seed, mean, min, max), its paired difference
+    from its base run, and the share of the PPO - GRPO gap it closes (`table`)."""
     from ..warmstart.presets import make_task, resolve_preset, setup_torch
     from ..warmstart.reference import reference_policy
 
@@ -129,15 +148,25 @@ def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, r
     if steps is not None:
         z["steps"] = steps
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    names = list(arms or ARMS)
-    for b in BASES:  # the bases are what every arm is read against
-        if b not in names:
-            names.insert(0, b)
-    reference = reference if reference is not None else reference_policy(preset, progress=progress)
-    task = make_task(preset)
+    wanted, chain = list(arms or ARMS), set()
+    for n in wanted:  # every arm's chain of bases down to PPO or GRPO, which every row is read against
+        chain |= {n, *BASES}
+        while n not in BASES:
+            n = ARMS[n][0]
+            chain.add(n)
+    names = [n for n in ARMS if n in chain]
     runs = {n: [] for n in names}
+    if previous is not None:
+        if [previous["steps"], previous["sequences_per_step"], previous["seeds"]] != [z["steps"],
+                                                                                       z["sequences_per_step"], seeds]:  # fmt: skip
+            raise ValueError("previous: another budget or other seeds than this run's")
+        runs.update({n: list(rs) for n, rs in previous["runs"].items() if n in runs})
+    todo = [n for n in names if not runs[n]]
+    if todo:
+        reference = reference if reference is not None else reference_policy(preset, progress=progress)
+        task = make_task(preset)
     for seed in seeds:
-        for n in names:
+        for n in todo:
             runs[n].append(_run_arm(n, reference, task, preset, seed, z))
             if progress:
                 r = runs[n][-1]
@@ -148,21 +177,26 @@ def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, r
 
 
 def table(runs) -> list[dict]:
-    """One row per arm: accuracy per seed, mean, min, max; the paired difference from its base; the
-    share of the gap it closes; and a verdict on "this switch moves the arm toward the other algorithm
-    by more than 0.02" (held-out accuracy, paired by seed)."""
+    """One row per arm: held-out accuracy per seed, mean, min, max; ``diff``, the paired (same seed)
+    difference from its base arm (the one switch); ``closes``, the share of the mean PPO - GRPO gap the
+    arm closes from its root (PPO arms by going down, GRPO arms by going up: the mean over seeds of the
+    move over the mean gap); and ``verdict``, on "the switch moves its base toward the other algorithm
+    by more than 0.02" (paired by seed: holds / fails here / depends)."""
     acc = {n: [r["accuracy"] for r in rs] for n, rs in runs.items()}
     gap = paired(acc["PPO"], acc["GRPO"])  # PPO minus GRPO, per seed
     mean_gap = sum(gap) / len(gap)
+
+    def toward(a, b, r):  # a's move from b toward the other algorithm than r, per seed
+        return [-d for d in paired(a, b)] if r == "PPO" else paired(a, b)
+
     rows = []
     for n, a in acc.items():
-        base = ARMS[n][0]
-        diff = paired(a, acc[base])
-        toward = [-d for d in diff] if base == "PPO" else diff  # PPO arms close the gap by going down
+        base, r = ARMS[n][0], root(n)
+        closes = toward(a, acc[r], r)
         row = {"arm": n, "base": base, "switch": ARMS[n][1], "accuracy": a, "mean": sum(a) / len(a),
-               "min": min(a), "max": max(a), "diff": diff, "closes": sum(toward) / len(toward) / mean_gap
-               if mean_gap else math.nan}  # fmt: skip
-        row["verdict"] = verdict(toward, 0.02, 0.0) if n not in BASES else ""
+               "min": min(a), "max": max(a), "diff": paired(a, acc[base]),
+               "closes": sum(closes) / len(closes) / mean_gap if mean_gap else math.nan}  # fmt: skip
+        row["verdict"] = verdict(toward(a, acc[base], r), 0.02, 0.0) if n not in BASES else ""
         rows.append(row)
     return rows
 
@@ -170,14 +204,15 @@ def table(runs) -> list[dict]:
 def format_table(res) -> str:
     n = len(res["seeds"])
     lines = [f"held-out accuracy after {res['steps']} steps x {res['sequences_per_step']} completions, "
-             f"seeds {res['seeds']} (mean [min, max]); diff: paired, from its base; closes: share of the "
-             f"mean PPO - GRPO gap the switch closes",
-             f"{'arm':40s} {'accuracy':22s} {'diff from base':22s} {'closes':>7s}  verdict"]  # fmt: skip
+             f"seeds {res['seeds']}: mean [min, max]; diff: paired, from its base arm; closes: the share "
+             f"of the mean PPO - GRPO gap it closes from its root (PPO or GRPO)",
+             f"{'arm':40s} {'accuracy':22s} {'diff from base':24s} {'closes':>7s}  verdict"]  # fmt: skip
     for r in res["table"]:
         d = "" if r["arm"] in BASES else spread(r["diff"], "+.3f")
         c = "" if r["arm"] in BASES else f"{r['closes']:+.0%}"
-        lines.append(f"{r['arm']:40s} {spread(r['accuracy'], '.3f'):22s} {d:22s} {c:>7s}  {r['verdict']}")
-    lines.append(f"verdict: {rule(0.02, 0.0, 'the move toward the other algorithm', n)}")
+        lines.append(f"{r['arm']:40s} {spread(r['accuracy'], '.3f'):22s} {d:24s} {c:>7s}  {r['verdict']}")
+    lines.append(f"verdict: the switch moves its base toward the other algorithm ("
+                 f"{rule(0.02, 0.0, 'the paired move', n)})")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -189,8 +224,10 @@ def main(argv=None):
     p.add_argument("--arms", nargs="*", default=None, help="arm names (default: all of ARMS)")
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--out", default="/tmp/gap_ablation.json")
+    p.add_argument("--reuse", default=None, help="an earlier --out of the same budget: its runs are not rerun")
     a = p.parse_args(argv)
-    res = run_gap_ablation(a.preset, a.seeds, a.steps, a.tiny, a.arms)
+    previous = json.load(open(a.reuse)) if a.reuse else None
+    res = run_gap_ablation(a.preset, a.seeds, a.steps, a.tiny, a.arms, previous=previous)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1, default=str)
     print(format_table(res))
