@@ -20,6 +20,7 @@ import copy
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,31 @@ class History:
             f"History({self.name!r}, steps={len(self.steps)}, "
             f"accuracy {self.initial_accuracy:.3f} -> {self.final_accuracy:.3f})"
         )
+
+
+@dataclass
+class StepInfo:
+    """What ``train``'s ``callback`` sees after each step (and after that step's evaluation)."""
+
+    step: int
+    """The RL step just taken, from 1."""
+    metrics: dict
+    """The step's metrics, the dict ``history.steps[-1]`` holds (``reward``, ``kl``, ``grad_norm``, ...)."""
+    rollout: object
+    """The `Rollout` the update trained on (with dynamic sampling: the kept groups)."""
+    scores: torch.Tensor
+    """``[B, T]`` the task's per-token scores of that rollout, as sampled (before any KL penalty)."""
+    problems: list
+    """The problem of each row of the rollout (``group_size`` consecutive rows per problem)."""
+    policy: torch.nn.Module
+    """The policy after the update (the one the next rollout samples from)."""
+    history: History
+    """The run so far; ``history.evals[-1]["step"] == step`` when this step was evaluated."""
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether train() evaluated the policy after this step (every ``eval_every`` steps)."""
+        return bool(self.history.evals) and self.history.evals[-1]["step"] == self.step
 
 
 def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
@@ -212,6 +238,7 @@ def train(
     target_accuracy: float | None = None,
     progress: bool = True,
     name: str | None = None,
+    callback=None,
 ) -> History:
     """Train ``policy`` (default: a copy of ``reference``) with ``algorithm`` on ``task``.
 
@@ -223,15 +250,22 @@ def train(
     ``samples`` sampled completions, whichever ends first; ``target_accuracy`` stops early.
     ``samples`` counts every generated completion (with dynamic sampling, also the ones
     dropped); ``samples_trained`` counts those the update saw.
-    Every algorithm sees ``sequences_per_step`` completions per step (the preset's
-    prompts x group_size), so a REINFORCE step (512 prompts x 1) and a GRPO step (64
-    prompts x 8) cost the same generation. ``seed`` defaults to the preset's. Same seed,
+    Every algorithm sees ``sequences_per_step`` completions per step (default the preset's),
+    as ``sequences_per_step / G`` prompts x G, G the algorithm's own ``config.group_size``, so
+    a REINFORCE step (512 prompts x 1) and a GRPO step (64 prompts x 8) cost the same generation. ``seed`` defaults to the preset's. Same seed,
     same history on the same machine. (One function on purpose: it is the loop the course
     teaches, read top to bottom.)
+
+    ``callback``: None, or a function called after each step (after its evaluation, if any) with
+    a `StepInfo`: the step's metrics, the rollout, its scores and problems, the policy, the
+    history so far. It watches (logs, streams metrics, summarises what the policy wrote); its
+    time is not counted in ``seconds``. Returning changes nothing; raising stops the run.
     """
     from .progress import tqdm
 
     _check_start(task, reference, preset)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be None or a function of one StepInfo, got {callback!r}")
     policy = policy if policy is not None else copy.deepcopy(reference)
     steps, seq_per_step, seed, eval_every = _resolve_budget(
         preset, algorithm, reward_kind, steps, seconds, samples, sequences_per_step, seed, eval_every
@@ -262,7 +296,7 @@ def train(
     bar = tqdm(total=total, desc=hist.name, disable=not progress, leave=False)
     while _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy):
         step, t0 = step + 1, time.perf_counter()
-        ro, scores, _, generated = collect(algorithm, sample)  # sample + score (+ DAPO's refill)
+        ro, scores, problems, generated = collect(algorithm, sample)  # sample + score (+ DAPO's refill)
         try:
             stats = update(algorithm, ro, scores)  # advantages, then epochs x minibatches of steps
         except FloatingPointError as exc:
@@ -283,6 +317,8 @@ def train(
         if step % eval_every == 0:
             acc = evaluate_now(step, n_samples, t_train)
             bar.set_postfix(acc=f"{acc:.3f}")
+        if callback is not None:  # a watcher: it sees the step, it does not change it
+            callback(StepInfo(step, hist.steps[-1], ro, scores, problems, policy, hist))
         bar.update(1)
     if hist.evals[-1]["step"] != step:
         evaluate_now(step, n_samples, t_train)

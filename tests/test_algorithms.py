@@ -247,3 +247,42 @@ def test_plug_refuses_a_function_missing_a_parameter():
         with grpo_edu.plug(group_advantages=3):
             pass
     assert Fn.group_advantages.__module__ == "grpo_edu.functional"  # nothing was swapped
+
+
+def test_train_callback_watches_each_step_and_changes_nothing(task, tiny_policy, cpu_preset):
+    """train(..., callback=f) calls f once per step, after the step (and its evaluation), with the
+    step's metrics, rollout, scores, problems and the policy; the history is the same as without
+    it (control: a run without a callback), and a callback that raises stops the run."""
+    from dataclasses import replace
+
+    from grpo_edu import train
+
+    preset = replace(cpu_preset, sequences_per_step=32, eval_every=2)
+    seen = []
+
+    def watch(s):
+        seen.append((s.step, s.metrics is s.history.steps[-1], s.rollout.batch_size, tuple(s.scores.shape),
+                     len(s.problems), s.policy is policy, s.evaluated))  # fmt: skip
+
+    def run(callback=None):
+        return train(GRPO(group_size=4), task, tiny_policy, policy, preset, steps=3, progress=False, callback=callback)
+
+    policy = copy.deepcopy(tiny_policy)
+    h = run(watch)
+    assert [x[0] for x in seen] == [1, 2, 3]
+    assert all(x[1] and x[2] == 32 and x[3][0] == 32 and x[4] == 32 and x[5] for x in seen)
+    assert [x[6] for x in seen] == [False, True, False]  # eval_every=2; the last evaluation comes after
+    assert [e["step"] for e in h.evals] == [0, 2, 3]
+    policy = copy.deepcopy(tiny_policy)
+    plain = run()
+    strip = lambda hist: [{k: v for k, v in st.items() if k != "seconds"} for st in hist.steps]  # noqa: E731
+    assert strip(plain) == strip(h) and [e["accuracy"] for e in plain.evals] == [e["accuracy"] for e in h.evals]
+
+    def stop(s):
+        raise KeyboardInterrupt(f"stop at {s.step}")
+
+    policy = copy.deepcopy(tiny_policy)
+    with pytest.raises(KeyboardInterrupt, match="stop at 1"):
+        run(stop)
+    with pytest.raises(ValueError, match="callback must be None or a function"):
+        run("not a function")

@@ -233,23 +233,23 @@ def test_direct_only_writes_digits(task):
     assert bool(((written >= 3) & (written <= 12) | (written == EOS)).all())  # digits and <eos> only
 
 
-def test_the_recorder_changes_nothing():
+def test_the_watcher_changes_nothing():
+    """run_one records every batch and evaluation through train's callback; the run's numbers are
+    a plain train()'s (control), and its greedy records score what train's evaluations scored."""
+    from dataclasses import replace
+
     from grpo_edu import make_algorithm, train
-    from grpo_edu.experiments.regimes.thinking import Recorder, thinking_setup
+    from grpo_edu.experiments.regimes.thinking import run_one, thinking_setup
 
     task, fit = thinking_setup("cpu", tiny=True)
+    fit = replace(fit, eval_every=1)
     torch.manual_seed(0)
     policy = TinyGPT(fit.model)
-    runs = []
-    for t in (task, Recorder(task, 8)):
-        h = train(
-            make_algorithm("grpo"), t, reference=policy, preset=fit, steps=2, seed=0, eval_every=1, progress=False
-        )
-        runs.append(
-            ([s["reward"] for s in h.steps], [s["completion_length"] for s in h.steps], h.eval_series().tolist())
-        )
-    assert runs[0] == runs[1]
-    assert len(t.batches) == 2 and len(t.evals) == 3  # one summary per step, one per evaluation (steps 0, 1, 2)
+    h = train(make_algorithm("grpo"), task, reference=policy, preset=fit, steps=2, seed=0, progress=False)
+    run = run_one(task, policy, fit, steps=2, seed=0, name="watched")
+    assert run["accuracy"] == h.eval_series().tolist() and run["entropy"] == h.series("entropy").tolist()
+    assert len(run["batches"]) == 2 and len(run["evals"]) == 3  # one summary per step, one per evaluation (0, 1, 2)
+    assert [e["all"]["accuracy"] for e in run["evals"]] == pytest.approx(run["accuracy"])
 
 
 def test_bad_parts_and_a_reference_of_the_wrong_task(tmp_path, monkeypatch):

@@ -10,9 +10,10 @@ answer (only the answer is checked), which makes hard products (b >= 2) tractabl
 or off (constant, token_mean); ``scratchpad="blank"`` keeps the lengths and empties the
 working, so thinking cannot pay.
 
-Every training batch is recorded (`Recorder`: the task, watching what ``train`` scores), so the
+Every training batch is recorded (`batch_record`, from ``train``'s per-step callback), so the
 curves over steps are what the policy wrote while it learned, split by difficulty and by form,
-at no extra cost; greedy held-out accuracy by difficulty comes from ``train``'s own evaluations.
+at no extra sampling; at each of ``train``'s evaluations the callback records the same greedy
+held-out answers by difficulty and form (`greedy_record`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 
 from ...algorithms import make_algorithm
 from ...evaluation import evaluate
-from ...rollout import sample_batch
+from ...rollout import generate, sample_batch
 from ...train import train
 from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, paired, rngs, rule, spread, verdict
@@ -94,45 +95,31 @@ def summarize(hard, scratch, length, reward, truncated=None, group_size: int | N
     return out
 
 
-class Recorder:
-    """The task, recording a `summarize` of every batch ``train`` scores (``batches``, one per
-    RL step: what the policy wrote while it learned) and of every greedy evaluation
-    (``evals``: ``evaluate`` calls ``rewards`` once per held-out evaluation). Everything else is
-    the wrapped task's."""
+def batch_record(task, problems, rollout, scores, group_size: int) -> dict:
+    """`summarize` of one training batch: what the policy wrote in that step, by difficulty and
+    form (``scores``: the task's per-token scores of ``rollout``; ``problems``: one per row)."""
+    ids, m = rollout.completion_ids, rollout.mask > 0
+    eos = ((ids == task.tokenizer.eos_id) & m).any(1)
+    return summarize(
+        [task.difficulty(p) == "hard" for p in problems],
+        ((ids == task.equals_id) & m).any(1).cpu().numpy(),
+        rollout.mask.sum(1).cpu().numpy(),
+        (scores.sum(1) > task.reward_values[0]).float().cpu().numpy(),
+        (~eos).cpu().numpy(),
+        group_size,
+    )
 
-    def __init__(self, task, group_size: int):
-        self.task, self.group_size, self.batches, self.evals = task, group_size, [], []
 
-    def __getattr__(self, name):  # sample, encode_prompts, eval_problems, tokenizer, ...: the task's
-        if name in ("task", "group_size", "batches", "evals"):
-            raise AttributeError(name)
-        return getattr(self.task, name)
-
-    def __repr__(self) -> str:
-        return f"Recorder({self.task!r})"
-
-    def token_scores(self, problems, completion_ids, mask, kind: str = "outcome"):
-        scores = self.task.token_scores(problems, completion_ids, mask, kind)
-        t, m = self.task, mask > 0
-        eos = ((completion_ids == t.tokenizer.eos_id) & m).any(1)
-        self.batches.append(
-            summarize(
-                [t.difficulty(p) == "hard" for p in problems],
-                ((completion_ids == t.equals_id) & m).any(1).cpu().numpy(),
-                mask.sum(1).cpu().numpy(),
-                (scores.sum(1) > t.reward_values[0]).float().cpu().numpy(),
-                (~eos).cpu().numpy(),
-                self.group_size,
-            )
-        )
-        return scores
-
-    def rewards(self, problems, completions, terminated=None):
-        r = self.task.rewards(problems, completions, terminated)
-        length = [len(self.task.tokenizer.encode(c)) + 1 for c in completions]
-        hard = [self.task.difficulty(p) == "hard" for p in problems]
-        self.evals.append(summarize(hard, [self.task.form(c) == "scratchpad" for c in completions], length, r.numpy()))
-        return r
+def greedy_record(policy, task) -> dict:
+    """`summarize` of the greedy held-out answers: what ``train``'s evaluation of ``policy``
+    scores (the same greedy completions), by difficulty and form."""
+    problems = task.eval_problems()
+    ro = generate(policy, task.encode_prompts(problems), max_new_tokens=task.max_answer_length, temperature=0.0,
+                  tokenizer=task.tokenizer)  # fmt: skip
+    r = task.rewards(problems, ro.texts, terminated=(~ro.truncated).tolist())
+    length = [len(task.tokenizer.encode(c)) + 1 for c in ro.texts]
+    hard = [task.difficulty(p) == "hard" for p in problems]
+    return summarize(hard, [task.form(c) == "scratchpad" for c in ro.texts], length, r.numpy())
 
 
 class DirectOnly(torch.nn.Module):
@@ -197,7 +184,7 @@ def profile(policy, task, seed: int, n_prompts: int = 256, group_size: int = 8) 
 
 
 def curve(records, part: str, key: str) -> list[float]:
-    """One quantity over steps from `Recorder` records: ``records[i][part][key]`` (``part`` ``"corr"``
+    """One quantity over steps from `batch_record` records: ``records[i][part][key]`` (``part`` ``"corr"``
     or ``"corr_hard"``: ``key`` is ignored)."""
     return [float(rec[part]) if part.startswith("corr") else float(rec[part][key]) for rec in records]
 
@@ -212,15 +199,22 @@ def run_one(task, reference, preset, steps: int, seed: int, name: str, samples: 
     """GRPO with ``config`` for ``steps`` steps from ``reference``, every batch recorded.
 
     Returns ``{"name", "config", "batches", "evals", "eval_steps", "accuracy", "entropy",
-    "examples", "policy"}``: the `Recorder`'s per-step summaries, greedy held-out accuracy
+    "examples", "policy"}``: the per-step summaries (`batch_record`, one per step), greedy held-out accuracy
     (overall, and by difficulty in ``evals``) at each evaluation, the loss's entropy per step,
     and ``samples`` completions of the final policy (prompt, completion, reward)."""
     algo = make_algorithm("grpo", **config)
-    rec = Recorder(task, algo.config.group_size)
     policy = copy.deepcopy(reference)
-    h = train(
-        algo, rec, reference=reference, policy=policy, preset=preset, steps=steps, seed=seed, progress=False, name=name
-    )
+    batches, evals = [], [greedy_record(policy, task)]  # evals: train's, from its first (step 0)
+
+    def watch(step):  # train's callback, after each step: what the policy wrote, and at an evaluation
+        batches.append(batch_record(task, step.problems, step.rollout, step.scores, algo.config.group_size))
+        if step.evaluated:
+            evals.append(greedy_record(step.policy, task))
+
+    h = train(algo, task, reference=reference, policy=policy, preset=preset, steps=steps, seed=seed, progress=False,
+              name=name, callback=watch)  # fmt: skip
+    if len(evals) < len(h.evals):  # train's last evaluation comes after the last step's callback
+        evals.append(greedy_record(policy, task))
     examples = []
     if samples:
         ro, scores, problems = sample_batch(policy, task, samples, 1, *rngs(seed + 99, preset.device))
@@ -229,8 +223,8 @@ def run_one(task, reference, preset, steps: int, seed: int, name: str, samples: 
     return {
         "name": name,
         "config": config,
-        "batches": rec.batches,
-        "evals": rec.evals,
+        "batches": batches,
+        "evals": evals,
         "eval_steps": [e["step"] for e in h.evals],
         "accuracy": [e["accuracy"] for e in h.evals],
         "entropy": [float(x) for x in h.series("entropy")],
