@@ -27,7 +27,7 @@ __all__ = [
     "masked_sum", "masked_mean", "masked_normalize", "masked_whiten",
     "discounted_returns", "gae", "baseline_advantages", "running_mean", "group_advantages",
     "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
-    "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss",
+    "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss", "regularized_loss",
     "sequence_log_ratio", "gspo_loss", "cispo_loss", "sampler_importance_weights",
 ]  # fmt: skip
 
@@ -489,6 +489,31 @@ def aggregate_loss(
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
         raise ValueError(f"max_length must be a positive int, got {max_length!r}")
     return masked_normalize(per_token_loss, m, constant=m.shape[0] * max_length)
+
+
+def regularized_loss(
+    per_token_loss: Tensor,
+    mask: Tensor,
+    mode: str,
+    max_length: int | None,
+    logits: Tensor,
+    entropy_mask: Tensor,
+    entropy_coef: float = 0.0,
+) -> tuple[Tensor, dict]:
+    """The end of every rung's loss: per-token losses [B, T] -> one number, minus the entropy bonus:
+
+        L = agg_{i,t} L_it - c_H * H,    H = masked mean over the completion tokens of H(pi_theta(. | s_t))
+
+    ``mode``, ``max_length``: `aggregate_loss`'s. ``logits`` [B, T, V] of the policy, ``entropy_mask``
+    [B, T] the completion tokens H averages over; H carries a gradient only when ``entropy_coef``
+    (c_H) > 0, otherwise it is only logged. Returns ``(L, {"loss": L, "entropy": H})``, the dict in floats.
+    """
+    loss = aggregate_loss(per_token_loss, mask, mode, max_length)
+    with torch.set_grad_enabled(entropy_coef > 0 and torch.is_grad_enabled()):  # H, with grad as a bonus
+        ent = masked_mean(entropy(logits), entropy_mask)
+    if entropy_coef > 0:
+        loss = loss - entropy_coef * ent
+    return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach())}
 
 
 # ------------------------------------------------- the objectives after DAPO (2025-26)

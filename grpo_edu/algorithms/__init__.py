@@ -7,12 +7,14 @@
 
 `grpo_edu.train.update(algo, rollout, scores)` runs one update of the one loop with them.
 Switch algorithm by switching this one object; `make_algorithm("grpo", lr=1e-4)` builds one
-by name. Each file holds its rung whole: its flat config (every field commented), its
-advantage (``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``,
+by name. Each file holds its rung whole, written one way: its flat config (every field
+described in the string below it, its allowed range beside the fields), its advantage
+(``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``,
 ppo.py GAE and the clipped surrogate, grpo.py the group advantage and the clipped surrogate.
 """
 
-from .base import Algorithm, Batch
+from ..rollout import Batch
+from .base import Algorithm
 from .baseline import BaselineConfig, ReinforceBaseline
 from .critic import Critic, fit_critic
 from .grpo import GRPO, GRPOConfig

@@ -1,62 +1,20 @@
 """What the four rungs share that is not the algorithm: the wiring (policy, frozen reference,
-optimizer, critic) and the validation of their configs. The batch they prepare (`Batch`) and the
-log-probs they read are rollout.py's (re-exported here).
+optimizer, critic) and the range check each config calls with its own rules.
 
-Each rung's own file holds its config, its ``prepare`` (advantages) and its ``loss``; the
-update that calls them, epochs x minibatches of ``loss.backward(); clip; step``, is the
-one loop in ``grpo_edu/train.py``.
+Each rung's own file holds the rung whole, written one way: its flat config (every field
+described in the string below it, its allowed range in ``__post_init__`` beside the fields), its
+``prepare`` (the advantage, building one `grpo_edu.rollout.Batch`) and its ``loss``, both calls
+into rollout.py (log-probs, masks) and functional.py (the equations), the loss ending in
+`grpo_edu.functional.regularized_loss` (aggregate, entropy bonus, stats). The update that calls
+them, epochs x minibatches of ``loss.backward(); clip; step``, is the one loop in ``grpo_edu/train.py``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 import torch
-
-from .. import functional as Fn
-from ..functional import LOSS_TYPES
-from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
-
-# The allowed range of every config field that any rung has, in one table: a rung's config
-# lists its own fields (flat, no inheritance) and `validate` checks those it has.
-RULES = {
-    "lr": dict(lo=0, lo_open=True),
-    "max_grad_norm": dict(lo=0, lo_open=True),
-    "epochs": dict(lo=1),
-    "minibatches": dict(lo=1),
-    "group_size": dict(lo=1),
-    "beta": dict(lo=0),
-    "entropy_coef": dict(lo=0),
-    "temperature": dict(lo=0, lo_open=True),
-    "warmup_steps": dict(lo=0),
-    "gamma": dict(lo=0, hi=1),
-    "lam": dict(lo=0, hi=1),
-    "kl_placement": dict(choices={"reward", "loss", "none"}),
-    "kl_estimator": dict(choices={None, "k1", "k2", "k3"}),
-    "loss_type": dict(choices=set(LOSS_TYPES)),
-    "mask_truncated_completions": dict(choices={True, False}),
-    "whiten_advantages": dict(choices={True, False}),
-    "critic_lr": dict(lo=0, lo_open=True),
-    "critic_init": dict(choices={"policy", "random"}),
-    "value_clip": dict(lo=0, lo_open=True, optional=True),
-    "eps_low": dict(lo=0, lo_open=True, hi=1),
-    "eps_high": dict(lo=0, lo_open=True, optional=True),
-    "baseline": dict(choices={"critic", "batch_mean", "running_mean"}),
-    "running_mean_decay": dict(lo=0, hi=1),
-    "scale_rewards": dict(choices={"group", "batch", "none"}),
-    "unbiased_std": dict(choices={True, False}),
-    "adv_eps": dict(lo=0),
-    "leave_one_out": dict(choices={True, False}),
-    "dynamic_sampling": dict(choices={True, False}),
-    "max_resample": dict(lo=0),
-    "importance_sampling_level": dict(choices={"token", "sequence"}),
-    "sampler_dtype": dict(choices={None, "bfloat16", "float16"}),
-    "vllm_importance_sampling_correction": dict(choices={True, False}),
-    "vllm_importance_sampling_mode": dict(choices=set(Fn.SAMPLER_IS_MODES)),
-    "vllm_importance_sampling_clip_max": dict(lo=0, lo_open=True, optional=True),
-    "vllm_importance_sampling_clip_min": dict(lo=0, optional=True),
-}
 
 
 def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None, optional=False):
@@ -77,19 +35,21 @@ def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None, option
         raise ValueError(f"{where} must be <= {hi}, got {v}")
 
 
-def validate(config, **own_rules) -> None:
-    """Check every field of ``config`` that has a rule (`RULES`, or ``own_rules`` first)."""
-    for f in fields(config):
-        rule = own_rules.get(f.name, RULES.get(f.name))
-        if rule is not None:
-            check_range(config, f.name, **rule)
-    betas = getattr(config, "adam_betas", (0.9, 0.999))
+def validate(config, **rules) -> None:
+    """Check each field of ``config`` named in ``rules`` (``field=dict(lo=, hi=, lo_open=,
+    choices=, optional=)``, see `check_range`), in order, then ``adam_betas``: a pair in [0, 1)."""
+    for name, rule in rules.items():
+        check_range(config, name, **rule)
+    betas = config.adam_betas
     if not (
         isinstance(betas, (tuple, list))
         and len(betas) == 2
         and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in betas)
     ):
         raise ValueError(f"{type(config).__name__}.adam_betas must be a pair of numbers in [0, 1), got {betas!r}")
+
+
+BOOL = dict(choices={True, False})  # the rule of a yes/no field
 
 
 class Algorithm:
@@ -145,30 +105,10 @@ class Algorithm:
         """The critic (a `Critic`) of algorithms that learn one; None for the others."""
         return None
 
-    def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
+    def prepare(self, rollout, scores: torch.Tensor):
+        """The `Batch` of the update: advantages (and whatever the loss reads), without grad."""
         raise NotImplementedError
 
-    def loss(self, batch: Batch, idx: torch.Tensor):
+    def loss(self, batch, idx: torch.Tensor):
         """``(scalar loss, stats dict)`` on the rows ``idx`` of the batch (with grad)."""
         raise NotImplementedError
-
-    # -- small helpers the rungs' prepare and loss call (rollout.py's functions) --------------
-    def loss_mask(self, rollout: Rollout) -> torch.Tensor:
-        """The completion mask, minus the truncated rows with ``mask_truncated_completions``."""
-        return loss_mask(rollout, getattr(self.config, "mask_truncated_completions", False))
-
-    def reference_logprobs(self, rollout: Rollout) -> torch.Tensor | None:
-        """``log pi_ref(a_t|s_t)`` [B, T] when the KL penalty is on (it costs a forward), else None."""
-        cfg = self.config
-        return reference_logprobs(
-            self.reference, rollout, getattr(cfg, "beta", 0), getattr(cfg, "kl_placement", "none")
-        )
-
-    def policy_logprobs(self, batch: Batch, idx: torch.Tensor):
-        """``(log pi_theta(a_t|s_t) [b, T], logits [b, T, V])`` of the rows ``idx``, with grad."""
-        return policy_logprobs(self.policy, batch, idx)
-
-    def entropy(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Mean token entropy; with grad only when it is a bonus (``entropy_coef > 0``)."""
-        with torch.set_grad_enabled(self.config.entropy_coef > 0 and torch.is_grad_enabled()):
-            return Fn.masked_mean(Fn.entropy(logits), mask)

@@ -24,59 +24,116 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import functional as Fn
-from ..functional import LOSS_TYPES
+from ..functional import LOSS_TYPES, SAMPLER_IS_MODES
 from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
-from .base import Algorithm, validate
-from .grpo_extras import dynamic_sampling, informative_groups, other_objective
+from .base import BOOL, Algorithm, validate
+from .grpo_extras import dynamic_sampling, other_objective
 from .sampler import check_sampler_knobs, sampler_copy, trainer_old_logprobs
-
-__all__ = ["GRPO", "GRPOConfig", "dynamic_sampling", "informative_groups"]  # the last two: grpo_extras.py's
 
 
 @dataclass
 class GRPOConfig:
     # the group and its advantage
-    group_size: int = 8  # G, completions per prompt (TRL num_generations, verl rollout.n)
-    scale_rewards: str = "group"  # divide by the std of the "group" | "batch" | "none" (Dr. GRPO) (TRL scale_rewards)
-    unbiased_std: bool = False  # std with 1/(G-1) (torch.std, TRL) instead of the derivation's 1/G
-    adv_eps: float = 1e-4  # eps in (r - mean) / (std + eps) (TRL: fixed 1e-4)
-    leave_one_out: bool = False  # RLOO: centre on the mean of the other G-1 (verl adv_estimator="rloo")
+    group_size: int = 8
+    """G, completions per prompt (TRL num_generations, verl rollout.n)."""
+    scale_rewards: str = "group"
+    """Divide by the std of the "group" | "batch" | "none" (Dr. GRPO) (TRL scale_rewards)."""
+    unbiased_std: bool = False
+    """Std with 1/(G-1) (torch.std, TRL) instead of the derivation's 1/G."""
+    adv_eps: float = 1e-4
+    """Eps in (r - mean) / (std + eps) (TRL: fixed 1e-4)."""
+    leave_one_out: bool = False
+    """RLOO: centre on the mean of the other G-1 (verl adv_estimator="rloo")."""
     # the clipped objective
-    eps_low: float = 0.2  # clip range below (TRL epsilon, verl clip_ratio_low)
-    eps_high: float | None = None  # clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low, cispo 4
-    importance_sampling_level: str = "token"  # "token": rho per token | "sequence": GSPO's s_i (TRL, same name)
+    eps_low: float = 0.2
+    """Clip range below (TRL epsilon, verl clip_ratio_low)."""
+    eps_high: float | None = None
+    """Clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low, cispo 4."""
+    importance_sampling_level: str = "token"
+    """"token": rho per token | "sequence": GSPO's s_i (TRL, same name)."""
     # the KL to the reference
-    beta: float = 0.04  # KL coefficient (TRL beta, verl kl_loss_coef)
-    kl_placement: str = "loss"  # "loss": beta*k3 in the loss (GRPO paper; verl use_kl_loss) | "reward" | "none"
-    kl_estimator: str | None = None  # "k1" | "k2" | "k3"; None: k3 in the loss, k1 in the reward (verl kl_loss_type)
+    beta: float = 0.04
+    """KL coefficient (TRL beta, verl kl_loss_coef)."""
+    kl_placement: str = "loss"
+    """"loss": beta*k3 in the loss (GRPO paper; verl use_kl_loss) | "reward" | "none"."""
+    kl_estimator: str | None = None
+    """"k1" | "k2" | "k3"; None: k3 in the loss, k1 in the reward (verl kl_loss_type)."""
     # per-token losses -> one number
-    loss_type: str = "token_mean"  # token_mean/dapo/bnpo | sequence_mean/grpo | constant/dr_grpo | cispo (TRL names)
-    max_length: int | None = None  # the constant of loss_type="constant" (TRL max_completion_length); None: batch's T
-    mask_truncated_completions: bool = False  # drop completions that hit max_new_tokens from the loss (TRL)
-    entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
+    loss_type: str = "token_mean"
+    """token_mean/dapo/bnpo | sequence_mean/grpo | constant/dr_grpo | cispo (TRL names)."""
+    max_length: int | None = None
+    """The constant of loss_type="constant" (TRL max_completion_length); None: batch's T."""
+    mask_truncated_completions: bool = False
+    """Drop completions that hit max_new_tokens from the loss (TRL)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus (verl entropy_coeff)."""
     # sampling
-    temperature: float = 1.0  # sampling temperature, also of the training log-probs (TRL temperature)
-    dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal, sample more
-    max_resample: int = 4  # at most this many extra generation rounds for dynamic sampling
+    temperature: float = 1.0
+    """Sampling temperature, also of the training log-probs (TRL temperature)."""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose rewards are all equal, sample more."""
+    max_resample: int = 4
+    """At most this many extra generation rounds for dynamic sampling."""
     # a sampler that is not the trainer (a serving engine): TRL use_vllm, verl's rollout correction
-    sampler_dtype: str | None = None  # None: the policy samples | "bfloat16" | "float16": a copy in that dtype
-    vllm_importance_sampling_correction: bool = True  # weigh the loss by pi_old/pi_sampler (TRL, same name)
-    vllm_importance_sampling_mode: str = "sequence_mask"  # "token"|"sequence" x "truncate"|"mask" (TRL, same)
-    vllm_importance_sampling_clip_max: float | None = 3.0  # C_max (TRL, same; verl rollout_is_threshold)
-    vllm_importance_sampling_clip_min: float | None = None  # C_min (TRL, same); None: no lower bound
+    sampler_dtype: str | None = None
+    """None: the policy samples | "bfloat16" | "float16": a copy in that dtype."""
+    vllm_importance_sampling_correction: bool = True
+    """Weigh the loss by pi_old/pi_sampler (TRL, same name)."""
+    vllm_importance_sampling_mode: str = "sequence_mask"
+    """"token"|"sequence" x "truncate"|"mask" (TRL, same)."""
+    vllm_importance_sampling_clip_max: float | None = 3.0
+    """C_max (TRL, same; verl rollout_is_threshold)."""
+    vllm_importance_sampling_clip_min: float | None = None
+    """C_min (TRL, same); None: no lower bound."""
     # optimisation
-    lr: float = 3e-4  # AdamW learning rate (TRL learning_rate)
-    max_grad_norm: float = 1.0  # global L2 gradient clipping (TRL max_grad_norm)
-    epochs: int = 2  # passes over each batch with pi_old fixed (TRL num_iterations, verl ppo_epochs)
-    minibatches: int = 2  # optimizer steps per pass (TRL steps_per_generation)
-    warmup_steps: int = 0  # linear learning-rate warmup, in optimizer updates (TRL warmup_steps)
-    adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
+    lr: float = 3e-4
+    """AdamW learning rate (TRL learning_rate)."""
+    max_grad_norm: float = 1.0
+    """Global L2 gradient clipping (TRL max_grad_norm)."""
+    epochs: int = 2
+    """Passes over each batch with pi_old fixed (TRL num_iterations, verl ppo_epochs)."""
+    minibatches: int = 2
+    """Optimizer steps per pass (TRL steps_per_generation)."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
+    adam_betas: tuple = (0.9, 0.999)
+    """AdamW betas (TRL adam_beta1, adam_beta2)."""
 
-    def __post_init__(self):
-        validate(self, group_size=dict(lo=2), loss_type=dict(choices={*LOSS_TYPES, "cispo"}))  # G=1: no baseline
+    def __post_init__(self):  # the allowed range of each field, in the order above
+        validate(
+            self,
+            group_size=dict(lo=2),  # G = 1: no baseline
+            scale_rewards=dict(choices={"group", "batch", "none"}),
+            unbiased_std=BOOL,
+            adv_eps=dict(lo=0),
+            leave_one_out=BOOL,
+            eps_low=dict(lo=0, lo_open=True, hi=1),
+            eps_high=dict(lo=0, lo_open=True, optional=True),
+            importance_sampling_level=dict(choices={"token", "sequence"}),
+            beta=dict(lo=0),
+            kl_placement=dict(choices={"reward", "loss", "none"}),
+            kl_estimator=dict(choices={None, "k1", "k2", "k3"}),
+            loss_type=dict(choices={*LOSS_TYPES, "cispo"}),
+            max_length=dict(lo=1, optional=True),
+            mask_truncated_completions=BOOL,
+            entropy_coef=dict(lo=0),
+            temperature=dict(lo=0, lo_open=True),
+            dynamic_sampling=BOOL,
+            max_resample=dict(lo=0),
+            sampler_dtype=dict(choices={None, "bfloat16", "float16"}),
+            vllm_importance_sampling_correction=BOOL,
+            vllm_importance_sampling_mode=dict(choices=set(SAMPLER_IS_MODES)),
+            vllm_importance_sampling_clip_max=dict(lo=0, lo_open=True, optional=True),
+            vllm_importance_sampling_clip_min=dict(lo=0, optional=True),
+            lr=dict(lo=0, lo_open=True),
+            max_grad_norm=dict(lo=0, lo_open=True),
+            epochs=dict(lo=1),
+            minibatches=dict(lo=1),
+            warmup_steps=dict(lo=0),
+        )
         if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
             raise ValueError("GRPOConfig.importance_sampling_level='sequence' is not implemented for loss_type='cispo'")
-        check_sampler_knobs(self)
+        check_sampler_knobs(self)  # C_min < C_max; a truncation needs a bound (sampler.py)
 
     @property
     def kl_kind(self) -> str:  # the KL estimator: kl_estimator, else k3 in the loss, k1 in the reward
@@ -148,9 +205,8 @@ class GRPO(Algorithm):
             per_token = per_token * batch.is_weights[idx]
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        loss = Fn.aggregate_loss(per_token, mask, LOSS_TYPES.get(cfg.loss_type, "token_mean"), cfg.max_length)
-        with torch.set_grad_enabled(cfg.entropy_coef > 0 and torch.is_grad_enabled()):  # H, with grad as a bonus
-            ent = Fn.masked_mean(Fn.entropy(logits), batch.rollout.mask[idx])
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * ent
-        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach()), **clip_stats}
+        mode = "token_mean" if cfg.loss_type == "cispo" else LOSS_TYPES[cfg.loss_type]  # CISPO: a token mean
+        loss, stats = Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
+            per_token, mask, mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+        )
+        return loss, {**stats, **clip_stats}

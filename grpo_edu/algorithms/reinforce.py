@@ -16,26 +16,53 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import functional as Fn
-from .base import LOSS_TYPES, Algorithm, Batch, validate
+from ..functional import LOSS_TYPES
+from ..rollout import Batch, policy_logprobs
+from .base import Algorithm, validate
 
 
 @dataclass
 class ReinforceConfig:
-    gamma: float = 1.0  # discount of the return G_t (verl algorithm.gamma)
-    group_size: int = 1  # completions per prompt (TRL num_generations); REINFORCE needs no group
-    temperature: float = 1.0  # sampling temperature of the rollouts (TRL temperature)
-    loss_type: str = "token_mean"  # how per-token losses become one number: "token_mean" | "sequence_mean" | "constant"
-    max_length: int | None = None  # the constant of loss_type="constant" (default: the batch's T)
-    entropy_coef: float = 0.0  # entropy bonus (verl entropy_coeff)
-    lr: float = 3e-4  # AdamW learning rate (TRL learning_rate)
-    max_grad_norm: float = 1.0  # global L2 gradient clipping (TRL max_grad_norm)
-    epochs: int = 1  # passes over each batch: 1, the on-policy gradient (TRL num_iterations)
-    minibatches: int = 1  # optimizer steps per pass (TRL steps_per_generation)
-    warmup_steps: int = 0  # linear learning-rate warmup, in optimizer updates (TRL warmup_steps)
-    adam_betas: tuple = (0.9, 0.999)  # AdamW betas (TRL adam_beta1, adam_beta2)
+    gamma: float = 1.0
+    """Discount of the return G_t (verl algorithm.gamma)."""
+    group_size: int = 1
+    """Completions per prompt (TRL num_generations); REINFORCE needs no group."""
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts (TRL temperature)."""
+    loss_type: str = "token_mean"
+    """How per-token losses become one number: "token_mean" | "sequence_mean" | "constant"."""
+    max_length: int | None = None
+    """The constant of loss_type="constant" (default: the batch's T)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus (verl entropy_coeff)."""
+    lr: float = 3e-4
+    """AdamW learning rate (TRL learning_rate)."""
+    max_grad_norm: float = 1.0
+    """Global L2 gradient clipping (TRL max_grad_norm)."""
+    epochs: int = 1
+    """Passes over each batch: 1, the on-policy gradient (TRL num_iterations)."""
+    minibatches: int = 1
+    """Optimizer steps per pass (TRL steps_per_generation)."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
+    adam_betas: tuple = (0.9, 0.999)
+    """AdamW betas (TRL adam_beta1, adam_beta2)."""
 
-    def __post_init__(self):
-        validate(self)
+    def __post_init__(self):  # the allowed range of each field, in the order above
+        validate(
+            self,
+            gamma=dict(lo=0, hi=1),
+            group_size=dict(lo=1),
+            temperature=dict(lo=0, lo_open=True),
+            loss_type=dict(choices=set(LOSS_TYPES)),
+            max_length=dict(lo=1, optional=True),
+            entropy_coef=dict(lo=0),
+            lr=dict(lo=0, lo_open=True),
+            max_grad_norm=dict(lo=0, lo_open=True),
+            epochs=dict(lo=1),
+            minibatches=dict(lo=1),
+            warmup_steps=dict(lo=0),
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,14 +77,15 @@ class Reinforce(Algorithm):
         mask = rollout.mask
         returns = Fn.discounted_returns(scores, mask, self.config.gamma)  # G_t = sum_k gamma^k r_{t+k}
         rewards = Fn.masked_sum(scores, mask, dim=1)
-        return Batch(rollout, scores, rewards, mask, rollout.logprobs, None, advantages=returns)  # A_t = G_t
+        return Batch(
+            rollout, scores, rewards, mask=mask, old_logp=rollout.logprobs, ref_logp=None, advantages=returns
+        )  # A_t = G_t
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         cfg = self.config
-        logp, logits = self.policy_logprobs(batch, idx)  # log pi_theta(a_t|s_t), with grad
+        logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi(a_t|s_t)
-        loss = Fn.aggregate_loss(per_token, batch.mask[idx], LOSS_TYPES[cfg.loss_type], cfg.max_length)
-        ent = self.entropy(logits, batch.rollout.mask[idx])
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * ent
-        return loss, {"loss": float(loss.detach()), "entropy": float(ent.detach())}
+        mode = LOSS_TYPES[cfg.loss_type]  # "sequence_mean" | "token_mean" | "constant"
+        return Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
+            per_token, batch.mask[idx], mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+        )
