@@ -121,15 +121,38 @@ def train_with(algorithm, *, task, reference, preset, steps, sequences_per_step,
                      progress=False)  # fmt: skip
 
 
-def check_same_history(student, library, what: str, rtol: float = 1e-3, atol: float = 1e-5) -> None:
+# The reproduction check's tolerance on continuous metrics, as a fraction of the metric's
+# largest |value| over the library's run (a loss that crosses zero has no relative error of
+# its own). MEASURED with `python -m tests.test_graders_kernels 1e-6 1e-3` (AVX-512, shift 0):
+# multiplying every output of the reference solutions' functions by 1 + 1e-6 * N(0, 1), ten
+# times float32 rounding, left the sampled rewards identical and moved no metric by more than
+# 2.5e-4 of its scale (hw3's loss); with 1e-3 noise hw2's and hw3's rewards diverged, hw1's and
+# hw4's moved a metric by up to 0.0099 of its scale. Reported on another AVX-512 CPU: hw3's
+# loss at step 5 off by 9.2e-5 from -0.004111, at most 2.2% of a scale >= 0.0042. 5e-2 passes
+# that and sits 200x above the measured rounding; a wrong formula changes the sampled rewards
+# (tests/test_graders_kernels.py plants one per homework).
+REPRODUCE_RTOL = 5e-2
+REPRODUCE_ATOL = 1e-7  # for a metric that is 0 throughout the library's run
+
+
+def check_same_history(student, library, what: str, rtol: float = REPRODUCE_RTOL, atol: float = REPRODUCE_ATOL) -> None:
     """The student's run reproduces the library's for the steps the library ran.
 
-    Same seed, same machine: the sampled rewards and the held-out accuracies must be
-    identical; the other metrics (losses, norms, ...) close (the student may add in
-    another order). ``student`` may be longer: only the library's steps are compared.
+    Same seed, same machine: what the run samples and greedily decodes must be identical
+    (the mean sampled reward at every step, the held-out accuracy at every evaluation both
+    runs made); every other metric (losses, norms, clip fractions, ...) within ``rtol`` of
+    that metric's largest |value| over the library's run (or ``atol`` if it is 0 throughout):
+    the student may add in another order, and a loss near zero is a difference of nearly
+    equal terms, so its own relative error means nothing. ``student`` may be longer: only
+    the library's steps are compared.
     """
     n = len(library.steps)
     assert len(student.steps) >= n, f"{what}: expected at least {n} steps, got {len(student.steps)}"
+    scale = {}
+    for lib in library.steps:
+        for key, lv in lib.items():
+            if isinstance(lv, (int, float)) and not math.isnan(lv):
+                scale[key] = max(scale.get(key, 0.0), abs(lv))
     for mine, lib in zip(student.steps[:n], library.steps, strict=True):
         step = lib["step"]
         assert mine["reward"] == lib["reward"], (
@@ -142,8 +165,12 @@ def check_same_history(student, library, what: str, rtol: float = 1e-3, atol: fl
                 continue
             sv = mine.get(key)
             assert sv is not None, f"{what}: step {step} is missing the metric {key!r}"
-            ok = (math.isnan(lv) and math.isnan(sv)) or math.isclose(sv, lv, rel_tol=rtol, abs_tol=atol)
-            assert ok, f"{what}: at step {step} the metric {key!r} should be the library's {lv:.6g}, got {sv:.6g}"
+            tol = max(rtol * scale.get(key, 0.0), atol)
+            ok = (math.isnan(lv) and math.isnan(sv)) or (not math.isnan(sv) and abs(sv - lv) <= tol)
+            assert ok, (
+                f"{what}: at step {step} the metric {key!r} should be the library's {lv:.6g}, got {sv:.6g} "
+                f"(allowed: +-{tol:.3g}, {rtol:g} of its largest |value| over the library's run)"
+            )
     student_evals = {e["step"]: e["accuracy"] for e in student.evals}
     for e in library.evals:
         if e["step"] in student_evals:
@@ -182,16 +209,20 @@ def training_tests(algorithm, plugs, probe, what: str, docs: tuple[str, str], *,
     """
     import pytest
 
-    def student_run(submission, memo, task, reference, preset):
+    def student_run(submission, memo, task, reference, preset, n=steps):
         probe(submission)
-        if "student" not in memo:
-            memo["student"] = train_with(algorithm(), task=task, reference=reference, preset=preset, steps=steps,
+        if "student" not in memo or len(memo["student"].steps) < n:
+            memo["student"] = train_with(algorithm(), task=task, reference=reference, preset=preset, steps=n,
                                          sequences_per_step=sequences, plugs=plugs(submission))  # fmt: skip
         return memo["student"]
 
     @pytest.mark.graded(points=2)
-    def test_reproduces(submission, memo, task, reference, preset):
-        student = student_run(submission, memo, task, reference, preset)
+    def test_reproduces(submission, memo, task, reference, preset, request):
+        # the whole run when test_improves will use it too, else (``-k "not improves"``) its first steps
+        improves_selected = any(getattr(item, "function", None) is test_improves for item in request.session.items)
+        student = student_run(
+            submission, memo, task, reference, preset, steps if improves_selected else reproduce_steps
+        )
         library = train_with(algorithm(), task=task, reference=reference, preset=preset, steps=reproduce_steps,
                              sequences_per_step=sequences)  # fmt: skip
         check_same_history(student, library, f"{what} with your functions")
