@@ -3,21 +3,34 @@ asserted after it, so a change of structure that changes a number fails here.
 
 The runs start from a small seeded reference (d32, one layer, 60 SFT steps on 1-digit addition, never cached)
 with 64 completions per step for 3 steps; every metric the history records and the
-final parameter norm must match the recorded ones to rtol 1e-4 (float rounding differs
-across CPU kernels; a refactor that changes the math moves them by far more).
+final parameter norm must match the recorded ones to rtol 1e-4 (a refactor that changes
+the math moves them by far more).
+
+The runs are pinned to one kernel: they run in a subprocess with ``ATEN_CPU_CAPABILITY=default``
+(ATen's scalar kernels, on every CPU) and ``MKL_CBWR=COMPATIBLE`` (MKL's matrix products on its
+one code path for every x86-64 CPU), one thread. Unpinned, rounding decides some of what they
+record: at step 0 the policy is the reference, so the KL is 0 plus rounding (~1e-15); with the KL
+in the reward and no std scaling (``grpo_kl_reward_k3_dr``) a group of equal scores then has a
+"zero std" or not, and advantages of +-1e-15 whose sign picks which tokens count as clipped:
+MEASURED, its step-0 ``clip_low`` is 0.0144 on AVX-512, 0.0127 on AVX2 and 0.0175 on the default
+kernel. A build without MKL (ARM) cannot pin the matrix products: the test skips there, saying so.
 Regenerate on purpose, never to make a failure go away:
 
-    python -m tests.test_pinned   # rewrites tests/data/pinned_history.json
+    python -m tests.test_pinned   # rewrites tests/data/pinned_history.json (in the pinned subprocess)
 """
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 PINNED = Path(__file__).parent / "data" / "pinned_history.json"
+PINNED_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
 RUNS = {  # name -> (algorithm, config overrides, train kwargs)
     "reinforce": ("reinforce", {}, {}),
     "baseline_critic": ("baseline", {}, {}),
@@ -93,14 +106,35 @@ def _close(a, b, path=""):
         assert a == b, f"{path}: {a!r} != pinned {b!r}"
 
 
+def run_pinned(names=None) -> dict:
+    """``_run`` of each of ``names`` (default: all), in a subprocess under ``PINNED_ENV``."""
+    env = {k: v for k, v in os.environ.items() if k != "MKL_ENABLE_INSTRUCTIONS"} | PINNED_ENV
+    code = "import json, sys, torch; from tests.test_pinned import _run; torch.set_num_threads(1); "
+    code += "print('CAPABILITY', torch.backends.cpu.get_cpu_capability()); "
+    code += "print('RESULT', json.dumps({n: _run(n) for n in sys.argv[1:]}))"
+    r = subprocess.run([sys.executable, "-c", code, *(names or sorted(RUNS))], env=env, capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent, timeout=1200)  # fmt: skip
+    found = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.startswith(("CAPABILITY", "RESULT")))
+    if r.returncode or "RESULT" not in found:
+        raise RuntimeError(f"the pinned runs failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+    if found["CAPABILITY"] != "DEFAULT":
+        raise RuntimeError(f"ATEN_CPU_CAPABILITY=default was not honoured: torch ran {found['CAPABILITY']}")
+    return json.loads(found["RESULT"])
+
+
+@pytest.fixture(scope="module")
+def pinned_runs():
+    if not torch.backends.mkl.is_available():
+        pytest.skip("the pinned histories need MKL's compatible code path (MKL_CBWR); this torch has no MKL")
+    return run_pinned()
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_history_matches_the_pinned_one(name):
-    torch.set_num_threads(1)
+def test_history_matches_the_pinned_one(name, pinned_runs):
     pinned = json.loads(PINNED.read_text())
-    _close(_run(name), pinned[name], name)
+    _close(pinned_runs[name], pinned[name], name)
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(1)
-    PINNED.write_text(json.dumps({n: _run(n) for n in sorted(RUNS)}, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {PINNED}")
+    PINNED.write_text(json.dumps(run_pinned(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {PINNED} ({', '.join(f'{k}={v}' for k, v in PINNED_ENV.items())})")
