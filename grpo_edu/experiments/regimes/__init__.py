@@ -3,7 +3,7 @@
 The default task (0/1 rewards, uniform 2-digit addition, an exact checker) makes several of
 the derivation's claims fail (`grpo-edu compare`). Each regime turns one mechanism back on
 with a task or reward knob, trains through the public API, and tests the claims again; one
-module each:
+module each, its runner and its figure:
 
     offset        rewards (c, c+1) and (-1, +1): a baseline, a critic's warm-up, whitening, GRPO's group norm
     reward_model  RL against a learned r_phi (grpo_edu.demos.reward_model): over-optimisation, what beta buys
@@ -14,54 +14,85 @@ module each:
 
 Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
 `measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
-and the numbers behind them; `figures.plot_regime` draws each.
+and the numbers behind them; each module's ``figure(res)`` draws it (`plot_regime`). `TABLE` names
+each regime's functions: no name is looked up at run time.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 from ...measure.reports import wrap
 from ...warmstart.presets import resolve_preset
+from . import difficulty, free_length, long_run, offset, reward_model, thinking
+from .difficulty import run_difficulty, run_mixed_digits
+from .free_length import free_length_setup, length_push, long_over_short, run_free_length, token_weight
+from .long_run import run_long_run
+from .offset import affine_gap, run_offset, with_critic_warmup
+from .reward_model import KLMonitor, gao_claims, run_overoptimisation, run_reward_model
+from .thinking import run_thinking
 
-# name -> (module, runner, what it sets up, the notebook that explains it)
+
+@dataclass(frozen=True)
+class Regime:
+    """One row of the table: the functions that run and draw a regime, and what it is."""
+
+    run: Callable
+    """``run(reference, preset, seeds=..., progress=...) -> dict`` with "claims" and the numbers behind them."""
+    figure: Callable
+    """``figure(result) -> matplotlib Figure``: the regime's own figure, from what ``run`` returned."""
+    description: str
+    """What the regime sets up (the line the verb prints above its claims)."""
+    notebook: str
+    """The notebook (and section) that explains a claim that does not hold."""
+
+
+# name -> its Regime: the functions themselves, no names to look up. A new regime is a module with a
+# runner and a ``figure(res)``, imported above, and one row here.
 TABLE = {
-    "offset": ("offset", "run_offset", "rewards (0, 1), (5, 6), (-1, 1), same reference, same steps", "07 section 1"),
-    "reward_model": (
-        "reward_model", "run_reward_model",
+    "offset": Regime(
+        offset.run_offset, offset.figure, "rewards (0, 1), (5, 6), (-1, 1), same reference, same steps",
+        "07 section 1",
+    ),
+    "reward_model": Regime(
+        reward_model.run_reward_model, reward_model.figure,
         "GRPO against sigmoid(r_phi), a small learned reward model; gold = the exact checker", "07 section 2",
     ),
-    "difficulty": (
-        "difficulty", "run_difficulty",
+    "difficulty": Regime(
+        difficulty.run_difficulty, difficulty.figure,
         "world='spread' (a reference taught only operands < 60: easy and hard prompts) vs the default world",
         "08",
     ),
-    "long_run": (
-        "long_run", "run_long_run",
+    "long_run": Regime(
+        long_run.run_long_run, long_run.figure,
         "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy", "10 section 1",
     ),
-    "free_length": (
-        "free_length", "run_free_length",
+    "free_length": Regime(
+        free_length.run_free_length, free_length.figure,
         "ArithmeticTask(filler=4): up to 4 '=' after the answer, only the answer checked; own reference",
         "07 section 4",
     ),
-    "thinking": (
-        "thinking", "run_thinking",
+    "thinking": Regime(
+        thinking.run_thinking, thinking.figure,
         "envs.ScratchpadTask: a scratchpad before the answer can make it right; R1-Zero's length curve", "09",
     ),
 }  # fmt: skip
 REGIMES = tuple(TABLE)
-DESCRIPTIONS = {k: v[2] for k, v in TABLE.items()}
-NOTEBOOKS = {k: v[3] for k, v in TABLE.items()}
+DESCRIPTIONS = {k: v.description for k, v in TABLE.items()}
+NOTEBOOKS = {k: v.notebook for k, v in TABLE.items()}
+
+
+def _row(name: str) -> Regime:
+    if name not in TABLE:
+        raise ValueError(f"unknown regime {name!r}; choose from {list(REGIMES)}")
+    return TABLE[name]
 
 
 def runner(name: str):
-    """The function that runs regime ``name`` (``run_<name>`` of its module)."""
-    if name not in TABLE:
-        raise ValueError(f"unknown regime {name!r}; choose from {list(REGIMES)}")
-    module, fn = TABLE[name][:2]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), fn)
+    """The function that runs regime ``name`` (its row's ``run``)."""
+    return _row(name).run
 
 
 def check_names(only) -> tuple:
@@ -97,8 +128,6 @@ def run_regimes(preset="cpu", only=REGIMES, seeds=2, out=None, progress=True, re
         results[name]["seconds"] = time.perf_counter() - t0
         results[name]["seeds"] = seeds
         if out:
-            from .figures import plot_regime
-
             results[name]["figure"] = plot_regime(name, results[name], out / f"regime_{name}.png")
     return results
 
@@ -134,13 +163,32 @@ def format_regimes(results: dict, seconds: bool = False) -> str:
     return "\n".join(lines)
 
 
-def __getattr__(name: str):  # the runners and helpers of each module, as grpo_edu.experiments.regimes.<name>
-    for module in ("figures", *(v[0] for v in TABLE.values())):
-        mod = importlib.import_module(f"{__name__}.{module}")
-        if hasattr(mod, name):
-            return getattr(mod, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def regime_figure(name: str, res: dict):
+    """The figure of regime ``name`` from its result ``res`` (the dict its runner returned), drawn by
+    the regime's own ``figure`` in the course's style (title, labels, alt text)."""
+    import matplotlib as mpl
+
+    from ...figures.plotstyle import STYLE
+
+    with mpl.rc_context(STYLE):
+        fig = _row(name).figure(res)
+        fig.canvas.draw()  # lay out in the style's context
+        return fig
 
 
-__all__ = ["REGIMES", "DESCRIPTIONS", "NOTEBOOKS", "runner", "check_names", "run_regimes", "format_regimes",
-           "plot_regime", "regime_figure"]  # fmt: skip
+def plot_regime(name: str, res: dict, path) -> str:
+    """Save the figure of regime ``name`` to ``path`` (a PNG with its alt text); returns the path."""
+    from ...figures.plotstyle import save
+
+    save(regime_figure(name, res), path)
+    return str(path)
+
+
+__all__ = [
+    "REGIMES", "DESCRIPTIONS", "NOTEBOOKS", "Regime", "TABLE", "runner", "check_names", "run_regimes",
+    "format_regimes", "plot_regime", "regime_figure",
+    # each regime's runner and the helpers the notebooks and tests call
+    "run_offset", "affine_gap", "with_critic_warmup", "run_reward_model", "run_overoptimisation", "KLMonitor",
+    "gao_claims", "run_difficulty", "run_mixed_digits", "run_long_run", "run_free_length", "free_length_setup",
+    "length_push", "long_over_short", "token_weight", "run_thinking",
+]  # fmt: skip

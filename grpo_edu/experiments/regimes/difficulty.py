@@ -397,11 +397,9 @@ def run_mixed_digits(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own
 
 def figure(res):
     """p_q of the prompts at each world's reference (first seed), and pass@k at the reference and after GRPO
-    (a `run_mixed_digits` result: its tied groups by operand lengths, figures.py's)."""
+    (a `run_mixed_digits` result: its tied groups by operand lengths, `_mixed_digits_figure`)."""
     if "setups" in res:
-        from .figures import FIGURES
-
-        return FIGURES["difficulty"](res)
+        return _mixed_digits_figure(res)
     from matplotlib.figure import Figure
     from matplotlib.ticker import PercentFormatter
 
@@ -430,3 +428,22 @@ def figure(res):
     return set_alt(fig, "Left: the share of groups predicted all wrong, mixed and all right at each world's "
                    "reference. Right: pass@k against k on a log scale, at the reference (dashed) and after GRPO "
                    "(solid), for the spread and the default world.")  # fmt: skip
+
+
+def _mixed_digits_figure(res):
+    """`run_mixed_digits`'s figure: the share of tied groups by operand lengths, at its own reference."""
+    from ...figures.plotstyle import PALETTE, set_alt
+    from .figures import PERCENT, new_figure
+
+    fig, ax = new_figure()
+    cls = res["setups"]["mixed, own reference"]["by_class"]
+    keys = sorted(cls)
+    for j, what in enumerate(("all right", "all wrong")):
+        share = [cls[k][what] / cls[k]["groups"] for k in keys]
+        ax.bar(np.arange(len(keys)) + 0.4 * j, share, 0.4, label=what, color=PALETTE[j])
+    ax.set_xticks(np.arange(len(keys)) + 0.2, keys)
+    ax.yaxis.set_major_formatter(PERCENT)
+    ax.set_ylabel("groups of 8 whose rewards tie")
+    ax.set_title("mixed operand lengths, at the reference trained on them")
+    ax.legend()
+    return set_alt(fig, "Share of groups whose eight rewards are all right or all wrong, by operand lengths.")

@@ -220,3 +220,18 @@ def run_free_length(
     )
     res["claims"] = claims
     return res
+
+
+def figure(res):
+    """The regime's figure: the weight each aggregation gives each token, by completion length."""
+    from ...figures.plotstyle import PALETTE, set_alt
+    from .figures import new_figure
+
+    fig, ax = new_figure()
+    for i, (m, by) in enumerate(res["by_length"].items()):
+        ax.plot(list(by), list(by.values()), "o-", label=m, color=PALETTE[i])
+    ax.set_xlabel("completion length |o| (tokens, <eos> included)")
+    ax.set_ylabel("weight per token, relative to token_mean's")
+    ax.set_title("the weight each aggregation gives each token of a completion")
+    ax.legend()
+    return set_alt(fig, "Weight per token against completion length for the three loss aggregations.")

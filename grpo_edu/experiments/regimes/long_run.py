@@ -72,3 +72,21 @@ def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28
         ),
     ]
     return {"steps": steps, "window": w, "curves": curves, "claims": claims}
+
+
+def figure(res):
+    """The regime's figure: the policy's token entropy over the steps, one line per seed and clip."""
+    from ...figures.plotstyle import PALETTE, set_alt
+    from .figures import new_figure
+
+    fig, ax = new_figure()
+    for i, (k, runs) in enumerate(res["curves"].items()):
+        for j, c in enumerate(runs):
+            steps = range(1, len(c["entropy"]) + 1)
+            ax.plot(steps, c["entropy"], color=PALETTE[i], alpha=0.8, label=k if j == 0 else None)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("mean token entropy of the policy (nats)")
+    ax.set_title("GRPO over a long run: symmetric clip vs clip-higher (one line per seed)")
+    ax.legend()
+    return set_alt(fig, "Token entropy of the policy over the RL steps, one line per seed, "
+                   "for the symmetric clip and for clip-higher.")  # fmt: skip

@@ -138,3 +138,23 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
         ),
     ]
     return {"start": start, "steps": steps, "accuracy": acc, "adv_diff": adv_diff, "claims": claims}
+
+
+def figure(res):
+    """The regime's figure: held-out accuracy of each run after the same steps, one dot per seed."""
+    from ...figures.plotstyle import PALETTE, set_alt
+    from .figures import PERCENT, new_figure
+
+    fig, ax = new_figure((7.5, 4.8))
+    names = list(res["accuracy"])
+    for i, k in enumerate(names):
+        ax.scatter(res["accuracy"][k], [i] * len(res["accuracy"][k]), color=PALETTE[0], zorder=3)
+    ax.axvline(res["start"], color="grey", ls="--", label="the reference")
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()  # the first run on top, as the verb prints them
+    ax.xaxis.set_major_formatter(PERCENT)
+    ax.set_xlabel(f"held-out accuracy after {res['steps']} steps (one dot per seed)")
+    ax.set_title("an offset in the reward: who survives it")
+    ax.legend(loc="upper left")
+    return set_alt(fig, "Held-out accuracy of each algorithm and reward scale after the same number of steps, "
+                   "one dot per seed, with the reference's accuracy as a dashed line.")  # fmt: skip

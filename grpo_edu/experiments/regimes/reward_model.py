@@ -221,3 +221,21 @@ def run_overoptimisation(
     progress_bar.close()
     return {"reward_models": infos, "runs": runs, "fits": fits, "frontier": frontier, "steps": steps,
             "eval_every": eval_every, "seeds": tuple(seeds)}  # fmt: skip
+
+
+def figure(res):
+    """The regime's figure: gold accuracy against the KL to the reference, one line per beta and seed."""
+    from ...figures.plotstyle import PALETTE, set_alt
+    from .figures import PERCENT, new_figure
+
+    fig, ax = new_figure()
+    for i, (k, runs) in enumerate(res["curves"].items()):
+        for j, c in enumerate(runs):
+            ax.plot(c["kl"], c["gold"], "o-", color=PALETTE[i % len(PALETTE)], alpha=0.8, label=k if j == 0 else None)
+    ax.yaxis.set_major_formatter(PERCENT)
+    ax.set_xlabel("KL(pi || pi_ref) per completion (nats)")
+    ax.set_ylabel("gold (exact) held-out accuracy")
+    ax.set_title("RL against a learned reward: gold accuracy as the policy drifts")
+    ax.legend()
+    return set_alt(fig, "Gold accuracy against the KL to the reference, one line per beta and seed, "
+                   "measured every 10 steps.")  # fmt: skip
