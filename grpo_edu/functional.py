@@ -1,7 +1,14 @@
 """The functional core: one pure function per equation, tensors in and tensors out.
 
-No hidden state, no ``.backward()``: REINFORCE, baseline, PPO and GRPO are assembled
-from these pieces. Notation and shapes (as in the notebooks):
+No ``.backward()``, and no state in the math: REINFORCE, baseline, PPO and GRPO are assembled
+from these pieces. One piece of state, on purpose, for the homework: the plug registry at the
+bottom of this file. ``PLUGGED`` (name -> replacement) is process-global, and at import every
+public function here is rebound to a wrapper that looks its name up there on each call: with
+nothing plugged the wrapper calls the function as written; with a replacement plugged (only
+``grpo_edu.plug(name=fn)`` writes it, inside a ``with`` block, restored on exit even when the
+block raises) every caller, however it imported the name, gets the replacement. The registry is
+shared by the whole process, so plug from one thread at a time. Notation and shapes (as in the
+notebooks):
 
 - ``B`` completions (rows), ``T`` completion length, ``V`` vocabulary size.
   ``B = n_prompts * group_size``; the samples of one prompt are consecutive rows.
