@@ -53,7 +53,7 @@ myst_heading_anchors = 3
 # --- cross-references: a broken one is a warning, and -W makes it an error
 nitpicky = True
 # names of a previous version, named on purpose (course/site/changes.md, "What moved in the version before")
-nitpick_ignore = [("py:obj", "grpo_edu.measure.run_bench")]
+nitpick_ignore = [("py:obj", "grpo_edu.measure.run_bench"), ("py:obj", "grpo_edu.algorithms.base.Batch")]
 nitpick_ignore_regex = [
     # types from other libraries: there is no offline inventory to link them to
     (r"py:.*", r"(torch|np|numpy|gym|gymnasium|matplotlib|plt|collections|typing|pathlib|datetime|tqdm)(\..*)?"),
