@@ -22,7 +22,7 @@ def fake_training(monkeypatch):
 
     seen = {}
 
-    def train_from_preset(algo, task, reference, policy, preset, steps, progress):
+    def train_from_preset(algo, task, reference, policy, preset, steps, progress, callback):
         seen["config"] = algo.config
         h = History(algo.name)
         h.evals = [{"step": 0, "samples": 0, "seconds": 0.0, "accuracy": 0.5}]
@@ -116,9 +116,9 @@ def test_every_field_is_a_flag_with_its_comment_and_trl_name(capsys, monkeypatch
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "[TRL: num_generations]" not in text  # group_size's comment names it already
-    assert "--eps_low FLOAT clip range below (TRL epsilon, verl clip_ratio_low)" in text
-    assert "--sampler_dtype STR|none None: the policy samples" in text and "[TRL: use_vllm]" in text
+    assert "[TRL: num_generations]" not in text  # group_size's own help names it already
+    assert "--eps_low float clip range below (trl epsilon, verl clip_ratio_low)" in text.lower()
+    assert "--sampler_dtype str|none none: the policy samples" in text.lower() and "[TRL: use_vllm]" in text
 
 
 def test_field_docs_read_comments_and_docstrings():
@@ -211,21 +211,28 @@ def test_the_config_repeats_the_run_to_the_same_numbers(kept):
     assert not all(torch.equal(ref["state_dict"][k], start[k]) for k in start)
 
 
-def test_tensorboard_events_or_a_one_line_note(kept, tmp_path, capsys, monkeypatch, reference):
+def test_tensorboard_events_or_a_one_line_note_and_lines_as_it_trains(kept, tmp_path, capsys, monkeypatch):
     import importlib.util
+
+    import grpo_edu.experiments.run_dir as run_dir
 
     events = sorted((kept / "a").glob("events.out.tfevents.*"))
     if importlib.util.find_spec("tensorboard") is not None:
         assert events and events[0].stat().st_size > 0
     else:
         assert events == []
-    import grpo_edu.experiments.run_dir as run_dir
+    real, call, lines = importlib.util.find_spec, run_dir.RunLog.__call__, []
 
-    real = importlib.util.find_spec
+    def watch(self, info):  # what a reader of metrics.jsonl sees after each step
+        call(self, info)
+        lines.append(len((tmp_path / "metrics.jsonl").read_text().splitlines()))
+
+    monkeypatch.setattr(run_dir.RunLog, "__call__", watch)
     monkeypatch.setattr(run_dir.importlib.util, "find_spec", lambda n: None if n == "tensorboard" else real(n))
-    assert main(["train", "--preset", "cpu", "--steps", "1", "--quiet", "--out", str(tmp_path)]) == 0
+    assert main(["train", "--preset", "cpu", "--steps", "2", "--quiet", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == run_dir.TENSORBOARD_NOTE and not list(tmp_path.glob("events*"))
+    assert lines == [1, 2]  # a line per step as it trains, not all at the end
 
 
 def test_sample_prints_answers_from_a_saved_policy(kept, capsys):

@@ -335,19 +335,24 @@ def _train(args, preset, progress):
     reference = reference_policy(preset, task=task, progress=progress)
     policy = copy.deepcopy(reference)  # the policy train() updates, kept for --out
     algo = ALGORITHMS[args.algo](args.configs[args.algo])
-    h = train_from_preset(algo, task, reference, policy, preset=preset, steps=args.steps, progress=progress)
-    for e in h.evals:
-        print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
-    if args.out:
-        from .run_dir import keep_run
+    log = None
+    if args.out:  # the run kept as it trains (run_dir.py): config.toml now, a line per step after
+        from .run_dir import RunLog
 
-        steps = args.steps or preset.steps
-        run = dict(algo=args.algo, preset=preset.name, world=preset.world, seed=args.seed, steps=steps)
+        run = dict(algo=args.algo, preset=preset.name, world=preset.world, seed=args.seed)
+        run["steps"] = args.steps or preset.steps
         header = (
             f"grpo-edu train: repeat this run with grpo-edu train --config {args.out}/config.toml\n"
-            f"effective seed {preset.seed} (seed + $GRPO_EDU_SEED_SHIFT); final held-out accuracy {h.final_accuracy:.4f}"
+            f"effective seed {preset.seed} (seed + $GRPO_EDU_SEED_SHIFT)"
         )
-        wrote, note = keep_run(args.out, run, algo.config.to_dict(), h, policy, task, header)
+        log = RunLog(args.out, run, algo.config.to_dict(), header)
+    h = train_from_preset(
+        algo, task, reference, policy, preset=preset, steps=args.steps, progress=progress, callback=log
+    )
+    for e in h.evals:
+        print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
+    if log is not None:
+        wrote, note = log.close(h, policy, task)
         print("wrote " + ", ".join(wrote) + (f"\n{note}" if note else ""))
 
 

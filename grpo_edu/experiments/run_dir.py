@@ -2,7 +2,7 @@
 
 DIR/config.toml     the resolved run (algo, preset, world, seed, steps and every config field):
                     ``grpo-edu train --config DIR/config.toml`` repeats it to the same numbers
-DIR/metrics.jsonl   one JSON line per RL step, the names of train.py's History
+DIR/metrics.jsonl   one JSON line per RL step as it trains, the names of train.py's History
                     (reward, reward_std, kl, entropy, clip_ratio, completion_length, grad_norm, ...)
 DIR/evals.jsonl     one JSON line per held-out evaluation (step, samples, seconds, accuracy)
 DIR/policy.pt       the final policy (atomic write; loads with ``weights_only=True``)
@@ -15,7 +15,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from ..warmstart.checkpoint import load_policy, save_policy, write_text_atomic
+from ..warmstart.checkpoint import load_policy, save_policy
 from .config_io import write_config
 
 FILES = ("config.toml", "metrics.jsonl", "evals.jsonl", "policy.pt")
@@ -24,34 +24,55 @@ TENSORBOARD_NOTE = (
 )
 
 
-def _jsonl(rows) -> str:
-    return "".join(json.dumps(r) + "\n" for r in rows)
+class RunLog:
+    """``train(..., callback=log)`` streams the run to ``out`` as it trains: config.toml first (atomic),
+    then a line of metrics.jsonl (and of evals.jsonl, and TensorBoard scalars) after each step,
+    flushed, so ``tail -f`` and ``tensorboard --logdir`` follow it; `close` writes the last
+    evaluation and the policy (atomic). A run written again into the same folder replaces it."""
 
+    def __init__(self, out, run: dict, config: dict, header: str = ""):
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_config(self.out / "config.toml", run, config, header)
+        self.run, self.n_evals, self.tb, self.note = run, 0, None, TENSORBOARD_NOTE
+        self.metrics = open(self.out / "metrics.jsonl", "w")  # noqa: SIM115 (closed by close())
+        self.evals = open(self.out / "evals.jsonl", "w")  # noqa: SIM115
+        for old in self.out.glob("events.out.tfevents.*"):  # the run it replaces
+            old.unlink()
+        if importlib.util.find_spec("tensorboard") is not None:
+            from torch.utils.tensorboard import SummaryWriter
 
-def keep_run(out, run: dict, config: dict, history, policy, task, header: str = "") -> tuple[list[str], str | None]:
-    """Write the run to ``out`` (every file replaced atomically); returns the paths it wrote, and
-    a one-line note when TensorBoard events could not be written (None when they were)."""
-    out = Path(out)
-    write_config(out / "config.toml", run, config, header)
-    write_text_atomic(out / "metrics.jsonl", _jsonl(history.steps))
-    write_text_atomic(out / "evals.jsonl", _jsonl(history.evals))
-    info = {"algo": run.get("algo"), "steps": len(history.steps), "final_accuracy": history.final_accuracy}
-    save_policy(out / "policy.pt", policy, task, **info)
-    wrote = [str(out / f) for f in FILES]
-    if importlib.util.find_spec("tensorboard") is None:
-        return wrote, TENSORBOARD_NOTE
-    from torch.utils.tensorboard import SummaryWriter
+            self.tb, self.note = SummaryWriter(log_dir=str(self.out)), None
 
-    for old in out.glob("events.out.tfevents.*"):  # the run it replaces
-        old.unlink()
-    with SummaryWriter(log_dir=str(out)) as w:
-        for s in history.steps:
-            for k, v in s.items():
+    def _new_evals(self, history) -> None:
+        for e in history.evals[self.n_evals :]:
+            self.evals.write(json.dumps(e) + "\n")
+            if self.tb is not None:
+                self.tb.add_scalar("eval/accuracy", e["accuracy"], e["step"])
+        self.n_evals = len(history.evals)
+        self.evals.flush()
+
+    def __call__(self, info) -> None:  # train()'s callback: a StepInfo after each step
+        self.metrics.write(json.dumps(info.metrics) + "\n")
+        self.metrics.flush()
+        if self.tb is not None:
+            for k, v in info.metrics.items():
                 if k != "step" and isinstance(v, (int, float)):
-                    w.add_scalar(f"train/{k}", v, s["step"])
-        for e in history.evals:
-            w.add_scalar("eval/accuracy", e["accuracy"], e["step"])
-    return [*wrote, *map(str, sorted(out.glob("events.out.tfevents.*")))], None
+                    self.tb.add_scalar(f"train/{k}", v, info.step)
+        self._new_evals(info.history)
+
+    def close(self, history, policy, task) -> tuple[list[str], str | None]:
+        """The evaluations not written yet and the final policy; returns the paths written, and a
+        one-line note when no TensorBoard events could be (None when they were)."""
+        self._new_evals(history)
+        self.metrics.close()
+        self.evals.close()
+        if self.tb is not None:
+            self.tb.close()
+        info = {"algo": self.run.get("algo"), "steps": len(history.steps), "final_accuracy": history.final_accuracy}
+        save_policy(self.out / "policy.pt", policy, task, **info)
+        events = sorted(self.out.glob("events.out.tfevents.*"))
+        return [str(self.out / f) for f in FILES] + [str(e) for e in events], self.note
 
 
 def sample_from(run_dir, n: int = 10, seed: int = 0, temperature: float = 0.0, device: str = "cpu") -> dict:
