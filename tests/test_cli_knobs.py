@@ -161,6 +161,19 @@ def test_compare_sets_a_field_on_each_rung_that_has_it(capsys, monkeypatch, tmp_
     with pytest.raises(SystemExit) as exc:  # checked on each rung: PPO's eps_low rule names PPOConfig
         main([*argv, "--eps_low", "0"])
     assert exc.value.code == 2 and "PPOConfig.eps_low must be > 0, got 0.0" in capsys.readouterr().err
+    (tmp_path / "c.yaml").write_text("seeds: 2\nvariance-batches: 4\ngamma: 0.9\n")  # the verb's flags too
+    assert main([*argv, "--config", str(tmp_path / "c.yaml")]) == 0
+    assert seen["seeds"] == 2 and seen["variance_batches"] == 4
+    assert seen["configs"] == {
+        "reinforce": {"gamma": 0.9},
+        "baseline": {"gamma": 0.9},
+        "ppo": {"gamma": 0.9},
+        "grpo": {},
+    }
+    (tmp_path / "c.yaml").write_text("algo: grpo\n")  # compare runs all four: no algo key
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--config", str(tmp_path / "c.yaml")])
+    assert exc.value.code == 2 and "unknown key --config " in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
