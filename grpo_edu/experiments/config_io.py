@@ -70,11 +70,10 @@ def parse_value(where: str, f, value):
     if optional and (value is None or (isinstance(value, str) and value.strip().lower() == "none")):
         return None
     wants = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
-    wants["tuple"] = "two numbers, comma-separated (0.9,0.999)"
-    got = f"got {value!r}" + (" (none is allowed too)" if optional else "")
+    wants["tuple"] = "numbers, comma-separated (0.9,0.999)"
 
-    def bad(**_):
-        raise ValueError(f"{where} takes {wants[kind]}, {got}")
+    def bad():
+        raise ValueError(f"{where} takes {wants[kind]}{' or none' if optional else ''}, got {value!r}")
 
     if kind == "bool":
         if isinstance(value, bool):
