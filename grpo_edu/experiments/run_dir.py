@@ -105,7 +105,8 @@ def sample_from(run_dir, n: int = 10, seed: int = 0, temperature: float = 0.0, d
 
 def format_samples(res: dict) -> str:
     info = res["info"]
-    lines = [f"policy {res['path']} ({info['algo']}, {info['steps']} RL steps)"]
+    steps = f"{info['steps']} RL step" + ("" if info["steps"] == 1 else "s")
+    lines = [f"policy {res['path']} ({info['algo']}, {steps})"]
     lines.append(f"{'prompt':<12} {'answer':<8} {'expected':<8} right?")
     lines += [
         f"{r['prompt']:<12} {r['answer']:<8} {r['expected']:<8} {'right' if r['right'] else 'wrong'}"
