@@ -74,7 +74,7 @@ def _within_group_corr(x: torch.Tensor, y: torch.Tensor, group_size: int) -> flo
     return float((x * y).sum() / ((x * x).sum() * (y * y).sum()).sqrt().clamp(min=1e-12))
 
 
-def _length_gap(policy, task, seed, device, G=8):
+def _length_gap(policy, task, seed, device, G):
     """(mean fillers of wrong answers - of right ones, within-group corr(reward, length)) on 128 x G samples."""
     ro, scores, _ = sample_batch(policy, task, 128, G, *rngs(seed, device))
     r, f = scores.sum(1), _fillers(ro, task)
@@ -102,7 +102,7 @@ def run_free_length(
 
     task, fit = free_length_setup(preset)
     ref = own_reference or reference_policy(fit, task=task, progress=progress)
-    modes, G = ("sequence_mean", "token_mean", "constant"), 8
+    modes, G = ("sequence_mean", "token_mean", "constant"), make_algorithm("grpo").config.group_size  # GRPO's G
     runs = {"sequence_mean": "GRPO (sequence_mean)", "constant": "Dr. GRPO (constant)"}
     res = {
         "push": {m: {"wrong": [], "right": []} for m in modes},

@@ -64,11 +64,11 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
     one reference batch under affine maps of the reward (max |A' - A|, exact arithmetic)."""
     preset = resolve_preset(preset)
     start = evaluate(reference, task_of(preset))
-    ro, scores, _ = sample_batch(reference, task_of(preset), 64, 8, *rngs(preset.seed, preset.device))
+    grpo = make_algorithm("grpo").config  # GRPO's G and eps: the advantages measured are its own
+    ro, scores, _ = sample_batch(reference, task_of(preset), 64, grpo.group_size, *rngs(preset.seed, preset.device))
     r = scores.sum(1)
-    eps = make_algorithm("grpo").config.adv_eps
     maps = {"(5, 6)": (5.0, 1.0), "(-1, 1)": (-1.0, 2.0), "(0, 1e-4)": (0.0, 1e-4), "(0, 1e-2)": (0.0, 1e-2)}
-    adv_diff = {k: affine_gap(r, a, b, 8, eps) for k, (a, b) in maps.items()}
+    adv_diff = {k: affine_gap(r, a, b, grpo.group_size, grpo.adv_eps) for k, (a, b) in maps.items()}
     acc, progress_bar = {k: [] for k in RUNS}, bar(len(RUNS) * len(seeds), "offset", progress)
     for seed in seeds:
         for name, (algo, rv, cfg, warm) in RUNS.items():
@@ -127,7 +127,7 @@ def run_offset(reference, preset="cpu", seeds=(0, 1), steps=20, warmup=60, progr
         claim(
             "... up to its eps: a reward scaled to (0, 1e-4) loses the normalisation",
             f"max |A' - A|: scale 1e-2 {adv_diff['(0, 1e-2)']:.1e}, scale 1e-4 {adv_diff['(0, 1e-4)']:.3f} "
-            f"(adv_eps = {eps:g}: A = (r - mean) / (std + eps / scale); {rule(0.1, 0.01, gap_name, 1)})",
+            f"(adv_eps = {grpo.adv_eps:g}: A = (r - mean) / (std + eps / scale); {rule(0.1, 0.01, gap_name, 1)})",
             verdict([adv_diff["(0, 1e-4)"]], 0.1, 0.01),
         ),
         claim(

@@ -153,11 +153,12 @@ def held_out(policy, task) -> dict:
     return out
 
 
-def profile(policy, task, seed: int, n_prompts: int = 256, group_size: int = 8) -> dict:
+def profile(policy, task, seed: int, n_prompts: int = 256, group_size: int | None = None) -> dict:
     """What ``policy`` writes at temperature 1 on ``n_prompts`` training problems x ``group_size``
-    (`summarize`, seeded), its greedy held-out accuracy by difficulty (`held_out`), and the push
-    per token of one update on a group's longest wrong (right) answer over its shortest, per
-    aggregation (`long_over_short`)."""
+    (default GRPO's G, its config's; `summarize`, seeded), its greedy held-out accuracy by
+    difficulty (`held_out`), and the push per token of one update on a group's longest wrong
+    (right) answer over its shortest, per aggregation (`long_over_short`)."""
+    group_size = group_size or make_algorithm("grpo").config.group_size
     ro, scores, problems = sample_batch(
         policy, task, n_prompts, group_size, *rngs(seed, next(policy.parameters()).device)
     )
