@@ -1,4 +1,4 @@
-"""The course's progress bars leave their last state in an executed notebook (grpo_edu.progress).
+"""The course's progress bars leave their last state in an executed notebook (grpo_edu.train.progress_bar).
 
 tqdm.auto's widget saved only its first text ("0%| | 0/4") in a notebook executed by nbconvert and
 committed; the text bar shown with a display id is saved as it ended. Control: tqdm.auto's bar, in
@@ -23,7 +23,7 @@ def _text(outputs: list[dict]) -> str:
 def test_an_executed_notebook_keeps_each_bar_at_its_end():
     bar, bars, auto = _run(
         [
-            "from grpo_edu.progress import tqdm\nfor _ in tqdm(range(4), desc='long run'): pass\nprint('after')",
+            "from grpo_edu.train import progress_bar as tqdm\nfor _ in tqdm(range(4), desc='long run'): pass\nprint('after')",
             "b = tqdm(total=3, desc='reward models', leave=False)\n"
             "for _ in range(3):\n    b.set_postfix(acc=0.5)\n    b.update(1)\nb.close()",
             "from tqdm.auto import tqdm as auto\nfor _ in auto(range(4), desc='widget'): pass",
@@ -40,7 +40,7 @@ def test_an_executed_notebook_keeps_each_bar_at_its_end():
 def test_in_a_terminal_it_is_tqdm_text_bar(capsys):
     from tqdm.std import tqdm as std
 
-    from grpo_edu.progress import tqdm
+    from grpo_edu.train import progress_bar as tqdm
 
     bar = tqdm(range(2), desc="x", mininterval=0)
     assert type(bar) is std and not bar.leave  # leave=False: a terminal's bar is cleared at the end

@@ -69,7 +69,7 @@ def fit_critic(
     info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R). Near 0: the critic cannot
     tell from the prompt which answers will fail (at T=1 failures are sampling noise).
     """
-    from ..progress import tqdm
+    from ..train import progress_bar as tqdm
 
     device = next(policy.parameters()).device
     rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
