@@ -56,6 +56,8 @@ BLOCKS = {
     "ablate": Block(M, ("grpo-edu ablate --preset cpu --seeds 3",)),
     "ablateproto": Block(M, ("grpo-edu ablate --preset cpu --seeds 3 --rows 'five slow settings'",)),
     "ablateshare": Block(M, ("grpo-edu ablate --preset cpu --seeds 6 --rows 'defaults,prompts not shared'",)),
+    "gapablation": Block(M, ("python -m grpo_edu.experiments.gap_ablation --seeds 3",), start=r"^held-out accuracy"),
+    "refseeds": Block(M, ("python -m grpo_edu.experiments.reference_seeds --shifts 0-7",), start=r"^spread world"),
     "sweep": Block(M, ("grpo-edu sweep --preset cpu",)),
     "variance": Block(M, ("grpo-edu variance --preset cpu",)),
     "bench": Block(M, ("grpo-edu bench --preset cpu --memory-sweep",)),
