@@ -18,7 +18,10 @@ from grpo_edu.experiments import (
     write_report,
 )
 from grpo_edu.experiments.cli import main
+from grpo_edu.hf import missing_extra
 from grpo_edu.measure import claims, format_table, run_comparison, where_each_wins
+
+needs_trl = pytest.mark.skipif(missing_extra() is not None, reason='needs the [trl] extra: pip install -e ".[trl]"')
 
 
 def test_reference_verb(capsys):
@@ -384,6 +387,7 @@ def test_missing_trl_extra_is_one_line_before_any_work(argv, start, capsys, monk
         " (or drop --trl)\n" if argv[0] == "bench" else "\n"))  # fmt: skip
 
 
+@needs_trl
 def test_missing_extra_names_the_first_missing_package_and_the_library_fails_first(monkeypatch):
     import sys
 
@@ -466,6 +470,7 @@ def test_empty_cache_variable_is_a_one_line_error(capsys, monkeypatch, tmp_path)
     )
 
 
+@needs_trl  # bench --trl checks the extra before any work
 def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
     """compare --memory-sweep adds the sweep to the report (it was once parsed and dropped); bench
     hands --seed to the TRL bench and the sweep."""
