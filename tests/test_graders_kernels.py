@@ -4,8 +4,9 @@ A learner's CPU is not ours: another vector kernel (``ATEN_CPU_CAPABILITY`` defa
 the machine's native one) rounds differently. Here:
 
 - each reference solution (course/solutions/) scores full marks on every graded test but the
-  long "improves" runs, in a subprocess per kernel (the improves runs are graded natively by
-  tests/test_course.py, and were run by hand on each kernel: course/site/testing.md);
+  long "improves" runs, in a subprocess per kernel, default and avx2 (tests/test_course.py
+  grades them in full on the native kernel; the full graders on each kernel were run by hand:
+  course/site/testing.md);
 - a solution whose every output carries 1e-6 relative noise (another summation order, ten
   times float32 rounding) still passes the reproduction checks;
 - a planted mistake in each homework fails its grader, with a message naming the function,
@@ -34,7 +35,7 @@ from course.grade import COURSE, HOMEWORKS, grade
 
 ROOT = COURSE.parent
 SOLUTIONS = {hw: COURSE / "solutions" / f"{hw}.py" for hw in HOMEWORKS}
-KERNELS = ("default", "avx2", "native")
+KERNELS = ("default", "avx2")  # native: tests/test_course.py grades every solution in full on it
 NOT_IMPROVES = ["-k", "not improves"]  # the 40-60 step "reward rises" runs: see the docstring
 
 
@@ -150,9 +151,7 @@ def test_a_planted_mistake_fails_the_grader(hw, tmp_path):
     reproduction = [r for r in report.results if "reproduces" in r.description]
     if hw in PLANTED_IN_TRAINING:
         assert reproduction and all(r.verdict == "wrong" for r in reproduction), report.summary()
-    # the control: the unplanted solution passes the same selection
-    control = grade(hw, SOLUTIONS[hw], pytest_args=["-k", "not improves and not reproduces and not maze"])
-    assert control.all_passed, control.summary()
+    # the control, the unplanted solution passing every graded test: tests/test_course.py
 
 
 # ----------------------------------------------------- check_same_history by hand
