@@ -104,7 +104,7 @@ EXPLAINED = {
     "GRPO reaches the target in less wall time": "notebook 05, section 5",
     "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 4",
     "GRPO's G completions per prompt": "notebook 05, section 4",
-    "a baseline lowers the variance": "notebook 02, section 2, and 02_baseline_variance, section 2; the advantage's variance falls: notebook 08",
+    "a baseline lowers the variance": "notebook 02, section 2, and 02_baseline_variance, section 2; the advantage's falls: notebook 08",
     "the critic learns to predict": "02_baseline_variance, section 1; V(s_0)'s ceiling, and V(s_t) token by token: notebook 08",
     "the group baseline gives GRPO": "notebook 05, section 3, and notebook 08",
 }
