@@ -53,16 +53,15 @@ def _readable_as_open_makes(tmp) -> None:
     os.chmod(tmp, 0o666 & ~umask)
 
 
-def save_checkpoint(path, state: dict) -> Path:
-    """Write ``state`` (tensors, numbers, strings, dicts, lists) to ``path`` atomically:
-    to a temporary file in the same folder, then ``os.replace``. A crash mid-write never
-    leaves a half-written checkpoint under ``path``."""
+def _write_atomic(path, mode: str, write) -> Path:
+    """Call ``write(f)`` on a temporary file in ``path``'s folder (opened with ``mode``), flush it to
+    disk, then ``os.replace`` it onto ``path``: a crash mid-write never leaves a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
+        with os.fdopen(fd, mode) as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         _readable_as_open_makes(tmp)
@@ -74,21 +73,16 @@ def save_checkpoint(path, state: dict) -> Path:
     return path
 
 
+def save_checkpoint(path, state: dict) -> Path:
+    """Write ``state`` (tensors, numbers, strings, dicts, lists) to ``path`` atomically:
+    to a temporary file in the same folder, then ``os.replace``. A crash mid-write never
+    leaves a half-written checkpoint under ``path``."""
+    return _write_atomic(path, "wb", lambda f: torch.save(state, f))
+
+
 def write_text_atomic(path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        _readable_as_open_makes(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _write_atomic(path, "w", lambda f: f.write(text))
 
 
 POLICY_FORMAT = 1  # the layout of save_policy's file; load_policy refuses another
