@@ -291,7 +291,7 @@ def ref_dir(trl, tmp_path_factory):
 
 def _trainer(cfg, ref_dir, task, **trl_kwargs):
     """A real GRPOTrainer for the exported tiny model, configured by `hf.trl_config`."""
-    import trl
+    import trl  # the ref_dir fixture needs the trl fixture, which skips without the [trl] extra
 
     with hf.quiet():
         model, tok = hf.to_hf(_policy())
