@@ -36,6 +36,7 @@ __all__ = [
     "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
     "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss", "regularized_loss",
     "sequence_log_ratio", "gspo_loss", "cispo_loss", "sampler_importance_weights",
+    "spurious_rewards", "signed_advantages",
 ]  # fmt: skip
 
 
@@ -269,6 +270,47 @@ def group_advantages(
     frac_zero_std = all_equal.sum().item() / all_equal.numel()
     stats = {"mean": mean.detach(), "std": group_std.detach(), "frac_zero_std": frac_zero_std}
     return (centered / denom).reshape(-1), stats
+
+
+def spurious_rewards(correct: Tensor, signal: str = "true", p: float = 0.5, generator=None) -> Tensor:
+    """A reward that may ignore correctness (Shao et al. 2025, "Spurious Rewards"), per completion:
+
+        "true":    r_i = c_i                       (the checker: c_i = 1 for a right answer, else 0)
+        "wrong":   r_i = 1 - c_i                   (paid for a wrong answer)
+        "random":  r_i ~ Bernoulli(p), independent of c_i
+
+    correct: [B] of 0/1; ``generator`` draws the random rewards (a seeded ``torch.Generator``).
+    Returns [B] float rewards.
+    """
+    _ndim("correct", correct, 1, "[B] (one 0/1 per completion)")
+    _choice("signal", signal, ("true", "wrong", "random"))
+    _in_range("p", p, 0.0, 1.0)
+    c = correct.float()
+    if bool(((c != 0) & (c != 1)).any()):
+        raise ValueError("correct must hold only 0 and 1")
+    if signal == "true":
+        return c
+    if signal == "wrong":
+        return 1.0 - c
+    u = torch.rand(c.shape, generator=generator, device="cpu" if generator is None else generator.device)
+    return (u.to(c.device) < p).float()
+
+
+def signed_advantages(advantages: Tensor, sign: str = "both", positive_weight: float = 1.0) -> Tensor:
+    """The advantage with one sign kept, or the positive one weighted (Zhu et al. 2025):
+
+        A'_i = lambda_+ max(A_i, 0) + lambda_- min(A_i, 0)
+
+    ``sign="both"``: lambda_+ = ``positive_weight``, lambda_- = 1 (W-REINFORCE: lambda_+ = 0.1);
+    ``"negative"`` (NSR, only the wrong answers pushed down): lambda_+ = 0, lambda_- = 1;
+    ``"positive"`` (PSR, only the right answers pulled up): lambda_+ = ``positive_weight``, lambda_- = 0.
+    advantages: [B] or [B, T]; returns the same shape.
+    """
+    _choice("sign", sign, ("both", "negative", "positive"))
+    _in_range("positive_weight", positive_weight)
+    lam_pos = 0.0 if sign == "negative" else positive_weight
+    lam_neg = 0.0 if sign == "positive" else 1.0
+    return lam_pos * advantages.clamp(min=0) + lam_neg * advantages.clamp(max=0)
 
 
 # --------------------------------------------------------------- log-probs, entropy, KL
