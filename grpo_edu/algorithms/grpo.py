@@ -98,6 +98,15 @@ class GRPOConfig:
     """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
     adam_betas: tuple = (0.9, 0.999)
     """AdamW betas (TRL adam_beta1, adam_beta2)."""
+    # what RL changes (notebook 12): a reward that ignores correctness, one sign of the advantage
+    reward_signal: str = "true"
+    """"true": the task's | "random": Bernoulli(random_reward_p) | "wrong": 1 if wrong (Shao et al. 2025)."""
+    random_reward_p: float = 0.5
+    """P(reward 1) of reward_signal="random", whatever the answer (Shao et al. 2025: 0.5)."""
+    advantage_sign: str = "both"
+    """"both" | "negative": only A < 0, NSR | "positive": only A > 0, PSR (Zhu et al. 2025)."""
+    positive_weight: float = 1.0
+    """lambda on A > 0; W-REINFORCE: 0.1 (Zhu et al. 2025)."""
 
     def __post_init__(self):  # the allowed range of each field, in the order above
         validate(
@@ -130,9 +139,17 @@ class GRPOConfig:
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
             warmup_steps=dict(lo=0),
+            reward_signal=dict(choices={"true", "random", "wrong"}),
+            random_reward_p=dict(lo=0, hi=1),
+            advantage_sign=dict(choices={"both", "negative", "positive"}),
+            positive_weight=dict(lo=0),
         )
         if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
             raise ValueError("GRPOConfig.importance_sampling_level='sequence' is not implemented for loss_type='cispo'")
+        if self.reward_signal != "true" and self.beta > 0 and self.kl_placement == "reward":
+            raise ValueError(
+                f"GRPOConfig.reward_signal={self.reward_signal!r} needs the 0/1 outcome: kl_placement 'loss' or 'none'"
+            )
         check_sampler_knobs(self)  # C_min < C_max; a truncation needs a bound (sampler.py)
 
     @property
@@ -171,6 +188,8 @@ class GRPO(Algorithm):
             scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=cfg.kl_kind)
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
+        if cfg.reward_signal != "true":  # a reward that ignores correctness: r_i = 1 - c_i | Bernoulli(p)
+            rewards = Fn.spurious_rewards(rewards, cfg.reward_signal, cfg.random_reward_p, self.generator)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
             rewards,
             cfg.group_size,
@@ -179,6 +198,8 @@ class GRPO(Algorithm):
             unbiased=cfg.unbiased_std,
             leave_one_out=cfg.leave_one_out,
         )
+        if cfg.advantage_sign != "both" or cfg.positive_weight != 1.0:  # A' = l+ max(A, 0) + l- min(A, 0)
+            adv = Fn.signed_advantages(adv, cfg.advantage_sign, cfg.positive_weight)
         stats["frac_reward_zero_std"] = st["frac_zero_std"]
         # adv is [B]: every token of a completion gets its completion's advantage
         return Batch(

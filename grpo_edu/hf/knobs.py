@@ -117,6 +117,13 @@ def _sampler(c, approx):
     )
 
 
+def _what_rl_changes(c, approx):  # notebook 12's knobs: TRL takes a reward function and no advantage filter
+    for knob, default in (("reward_signal", "true"), ("advantage_sign", "both"), ("positive_weight", 1.0)):
+        if getattr(c, knob) != default:
+            _no(knob, f"{getattr(c, knob)!r} has no GRPOConfig counterpart (a reward function or a loss override)")
+    return {}
+
+
 def _dynamic(c, approx):
     if c.dynamic_sampling:
         _no(
@@ -216,6 +223,10 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     ("leave_one_out", "-", "RLOO baseline: TRL's RLOOTrainer, not GRPOTrainer", _leave_one_out),
     ("dynamic_sampling", "-", "DAPO dynamic sampling: no GRPOTrainer counterpart", _dynamic),
     ("max_resample", "-", "only used with dynamic_sampling", lambda c, a: {}),
+    ("reward_signal", "-", "spurious rewards (Shao et al. 2025): in TRL, a reward function", _what_rl_changes),
+    ("random_reward_p", "-", "only used with reward_signal='random'", lambda c, a: {}),
+    ("advantage_sign", "-", "NSR / PSR (Zhu et al. 2025): no GRPOTrainer counterpart", lambda c, a: {}),
+    ("positive_weight", "-", "W-REINFORCE's lambda (Zhu et al. 2025): no GRPOTrainer counterpart", lambda c, a: {}),
     (
         "sampler_dtype",
         "use_vllm",
