@@ -1,0 +1,173 @@
+"""Notebook 12's knobs, by hand on a small batch (issue 36): a reward that ignores correctness
+(Shao et al. 2025, spurious rewards), a loss over one sign of the advantage (Zhu et al. 2025,
+NSR and PSR) and W-REINFORCE's weight on the right answers; each settable from the shell."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from grpo_edu import functional as Fn
+from grpo_edu.algorithms import GRPO, GRPOConfig
+from grpo_edu.experiments.cli import main
+from grpo_edu.rollout import expand, generate
+
+# one group of G = 4: one right answer, three wrong. mean 1/4, std (1/G) sqrt(3)/4, so
+# A = (r - 1/4) / (sqrt(3)/4) = +sqrt(3) for the right answer, -1/sqrt(3) for each wrong one
+R = torch.tensor([1.0, 0.0, 0.0, 0.0])
+A_RIGHT, A_WRONG = math.sqrt(3), -1 / math.sqrt(3)
+
+
+def test_spurious_rewards_by_hand():
+    c = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    assert Fn.spurious_rewards(c, "true").tolist() == [1, 0, 1, 0]
+    assert Fn.spurious_rewards(c, "wrong").tolist() == [0, 1, 0, 1]
+    # random: the same draws whatever the answers (independent of correctness) ...
+    draw = lambda x, p=0.5: Fn.spurious_rewards(x, "random", p, torch.Generator().manual_seed(3))  # noqa: E731
+    assert torch.equal(draw(c), draw(1 - c)) and torch.equal(draw(torch.zeros(4)), draw(c))
+    assert not torch.equal(Fn.spurious_rewards(c, "true"), Fn.spurious_rewards(1 - c, "true"))  # control
+    # ... with mean p: 10^4 draws at p = 0.3 (std of the mean 0.0046)
+    many = Fn.spurious_rewards(torch.zeros(10_000), "random", 0.3, torch.Generator().manual_seed(0))
+    assert set(many.unique().tolist()) == {0.0, 1.0} and abs(many.mean().item() - 0.3) < 0.02
+    assert draw(c, 0.0).sum() == 0 and draw(c, 1.0).sum() == 4
+
+
+def test_signed_advantages_by_hand():
+    a = torch.tensor([1.0, -2.0, 0.5, 0.0])
+    assert Fn.signed_advantages(a).tolist() == [1.0, -2.0, 0.5, 0.0]  # the default changes nothing
+    assert Fn.signed_advantages(a, "negative").tolist() == [0.0, -2.0, 0.0, 0.0]  # NSR
+    assert Fn.signed_advantages(a, "positive").tolist() == [1.0, 0.0, 0.5, 0.0]  # PSR
+    assert torch.allclose(Fn.signed_advantages(a, "both", 0.1), torch.tensor([0.1, -2.0, 0.05, 0.0]))  # W-REINFORCE
+    a2 = a[:, None].expand(4, 3)  # [B, T] too
+    assert torch.equal(Fn.signed_advantages(a2, "negative"), Fn.signed_advantages(a, "negative")[:, None].expand(4, 3))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: Fn.spurious_rewards(torch.ones(2), "noise"), "signal must be one of"),
+        (lambda: Fn.spurious_rewards(torch.ones(2), "random", 1.5), r"p must be in \[0.0, 1.0\]"),
+        (lambda: Fn.spurious_rewards(torch.tensor([0.5, 1.0]), "wrong"), "correct must hold only 0 and 1"),
+        (lambda: Fn.spurious_rewards(torch.ones(2, 2)), r"correct must be \[B\]"),
+        (lambda: Fn.signed_advantages(torch.ones(2), "neg"), "sign must be one of"),
+        (lambda: Fn.signed_advantages(torch.ones(2), "both", -0.1), "positive_weight must be in"),
+        (lambda: GRPOConfig(reward_signal="noise"), "GRPOConfig.reward_signal must be one of"),
+        (lambda: GRPOConfig(random_reward_p=2.0), "GRPOConfig.random_reward_p must be <= 1"),
+        (lambda: GRPOConfig(advantage_sign="pos"), "GRPOConfig.advantage_sign must be one of"),
+        (lambda: GRPOConfig(positive_weight=-1.0), "GRPOConfig.positive_weight must be >= 0"),
+        (lambda: GRPOConfig(reward_signal="random", kl_placement="reward"), "needs the 0/1 outcome"),
+    ],
+)
+def test_bad_knobs_are_one_line_value_errors(call, message):
+    with pytest.raises(ValueError, match=message) as exc:
+        call()
+    assert "\n" not in str(exc.value)
+
+
+def _group_batch(task, policy, rewards, seed=0):
+    """One group of G = len(rewards) completions of one prompt, scored ``rewards`` (at the first token)."""
+    G = len(rewards)
+    probs = task.sample(1, seed)
+    ro = generate(policy, task.encode_prompts(probs), group_size=G, max_new_tokens=task.max_answer_length,
+                  generator=torch.Generator().manual_seed(seed), tokenizer=task.tokenizer)  # fmt: skip
+    scores = torch.zeros_like(ro.mask)
+    scores[:, 0] = rewards
+    return ro, scores, expand(probs, G)
+
+
+def _algo(policy, **knobs):
+    algo = GRPO(group_size=4, beta=0.0, **knobs)  # beta 0: the loss is the surrogate alone
+    return algo.setup(policy, copy.deepcopy(policy), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    "knobs, advantages",
+    [
+        ({}, [A_RIGHT, A_WRONG, A_WRONG, A_WRONG]),  # control: plain GRPO
+        ({"advantage_sign": "negative"}, [0.0, A_WRONG, A_WRONG, A_WRONG]),  # NSR
+        ({"advantage_sign": "positive"}, [A_RIGHT, 0.0, 0.0, 0.0]),  # PSR
+        ({"positive_weight": 0.1}, [0.1 * A_RIGHT, A_WRONG, A_WRONG, A_WRONG]),  # W-REINFORCE
+        ({"reward_signal": "wrong"}, [-A_RIGHT, -A_WRONG, -A_WRONG, -A_WRONG]),  # paid for the wrong answers
+        ({"reward_signal": "wrong", "advantage_sign": "negative"}, [-A_RIGHT, 0.0, 0.0, 0.0]),
+    ],
+)
+def test_grpo_advantage_and_loss_by_hand(task, tiny_policy, knobs, advantages):
+    """prepare's advantages on one group of rewards (1, 0, 0, 0), and the loss at ratio 1 (the first
+    minibatch of a batch: pi_theta = pi_old, the clip idle): token_mean of -A_i over every token,
+    -sum_i A_i |o_i| / sum_i |o_i|."""
+    algo = _algo(tiny_policy, **knobs)
+    ro, scores, _ = _group_batch(task, tiny_policy, R)
+    batch = algo.prepare(ro, scores)
+    assert batch.advantages.tolist() == pytest.approx(advantages, abs=1e-3)  # adv_eps 1e-4 in the std
+    lengths = ro.mask.sum(1)
+    expected = -(torch.tensor(advantages) * lengths).sum() / lengths.sum()
+    loss, stats = algo.loss(batch, torch.arange(4))
+    assert loss.item() == pytest.approx(expected.item(), abs=1e-3)
+    assert stats["clip_ratio"] == 0.0
+
+
+def test_random_reward_ignores_the_answers(task, tiny_policy):
+    """reward_signal="random": the advantages do not depend on which answers were right (the same
+    generator state gives the same draws), but they do with the true reward (the control)."""
+    adv = {}
+    for signal in ("random", "true"):
+        for name, r in (("one right", R), ("all wrong", torch.zeros(4))):
+            algo = _algo(tiny_policy, reward_signal=signal)
+            ro, scores, _ = _group_batch(task, tiny_policy, r)
+            adv[signal, name] = algo.prepare(ro, scores).advantages
+    assert torch.equal(adv["random", "one right"], adv["random", "all wrong"])
+    assert not torch.equal(adv["true", "one right"], adv["true", "all wrong"])
+
+
+def test_nsr_pushes_only_the_wrong_answers_down(task, tiny_policy):
+    """One optimizer step of NSR lowers log pi of the wrong answers and leaves the right answer's
+    advantage out of the gradient: the step's gradient is the gradient of the wrong answers' term
+    alone, and PSR's is the right answer's alone (the controls: each other and plain GRPO)."""
+    ro, scores, _ = _group_batch(task, tiny_policy, R)
+
+    def grad(**knobs):
+        policy = copy.deepcopy(tiny_policy)
+        algo = _algo(policy, **knobs)
+        batch = algo.prepare(ro, scores)
+        loss, _ = algo.loss(batch, torch.arange(4))
+        policy.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+
+    g_both, g_neg, g_pos, g_w = (
+        grad(),
+        grad(advantage_sign="negative"),
+        grad(advantage_sign="positive"),
+        grad(positive_weight=0.1),
+    )
+    assert torch.allclose(g_neg + g_pos, g_both, atol=1e-6)  # the two signs add up to GRPO's gradient
+    assert torch.allclose(g_neg + 0.1 * g_pos, g_w, atol=1e-6)  # W-REINFORCE: lambda on the right answers
+    assert not torch.allclose(g_neg, g_both, atol=1e-6)  # control: dropping a sign changes the gradient
+
+
+def test_the_knobs_are_flags(monkeypatch):
+    import grpo_edu.warmstart.reference as ref
+    from grpo_edu import TinyGPT
+    from grpo_edu.train import History
+
+    seen = {}
+
+    def train_from_preset(algo, task, reference, policy, preset, steps, progress, callback):
+        seen["config"] = algo.config
+        h = History(algo.name)
+        h.evals = [{"step": 0, "samples": 0, "seconds": 0.0, "accuracy": 0.5}]
+        return h
+
+    monkeypatch.setattr(ref, "train_from_preset", train_from_preset)
+    monkeypatch.setattr(ref, "reference_policy", lambda preset, task, progress: TinyGPT(preset.model))
+    argv = ["train", "--preset", "cpu", "--steps", "1", "--quiet"]
+    knobs = ["--reward_signal", "random", "--random_reward_p", "0.3", "--advantage_sign", "negative"]
+    assert main([*argv, *knobs, "--positive_weight", "0.1"]) == 0
+    cfg = seen["config"]
+    assert (cfg.reward_signal, cfg.random_reward_p, cfg.advantage_sign, cfg.positive_weight) == (
+        "random", 0.3, "negative", 0.1
+    )  # fmt: skip
+    assert main(argv) == 0 and seen["config"].reward_signal == "true"  # control: the defaults
+    with pytest.raises(SystemExit):
+        main([*argv, "--reward_signal", "noise"])
