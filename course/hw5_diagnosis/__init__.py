@@ -1,0 +1,1 @@
+"""Homework package (see README.md)."""
