@@ -1,6 +1,8 @@
 """No legend of the course's figures sits on what the figure plots.
 
-Each figure function of `grpo_edu.figures` is built on small synthetic data (the data of
+Two layers. `plots.show` and `plots.save`, which every figure of the notebooks and of the regimes goes
+through (the last tests check that), move a legend off the data (`clear_legends`); and each figure
+function of `grpo_edu.figures` is built on small synthetic data (the data of
 tests/test_plots.py), drawn, and every legend's box on the canvas (``get_window_extent``) is checked
 against the plotted data in display coordinates: the vertices of every visible line, with each
 segment sampled every 2 px (a legend over the middle of a straight segment covers the line too), and
@@ -15,8 +17,6 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from test_plots import fake_comparison, fake_history  # noqa: E402
 
@@ -24,57 +24,7 @@ from envs.maze import MazeEnv  # noqa: E402
 from grpo_edu import functional as Fn  # noqa: E402
 from grpo_edu.demos.maze_pg import train_maze  # noqa: E402
 from grpo_edu.figures import plots  # noqa: E402
-
-STEP_PX = 2.0
-
-
-def _display_points(ax, artist) -> np.ndarray:
-    """The artist's data as display coordinates (N x 2), segments of a line sampled every STEP_PX."""
-    if isinstance(artist, PathCollection):
-        offsets = np.asarray(artist.get_offsets(), float)
-        return artist.get_offset_transform().transform(offsets) if len(offsets) else np.empty((0, 2))
-    xy = np.asarray(artist.get_xydata(), float)
-    pts = artist.get_transform().transform(xy) if len(xy) else np.empty((0, 2))
-    pts = pts[np.isfinite(pts).all(axis=1)]
-    if artist.get_linestyle() in ("None", "", " ", "none") or len(pts) < 2:
-        return pts
-    dense = [pts[:1]]
-    for a, b in zip(pts[:-1], pts[1:], strict=True):
-        n = max(1, int(np.ceil(np.hypot(*(b - a)) / STEP_PX)))
-        dense.append(a + (b - a) * (np.arange(1, n + 1)[:, None] / n))
-    return np.concatenate(dense)
-
-
-def _inside(box, pts: np.ndarray) -> np.ndarray:
-    """Which display points (N x 2) lie in the box (its edges included)."""
-    if not len(pts):
-        return np.zeros(0, bool)
-    return (pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)
-
-
-def legends_on_data(fig: Figure) -> list[str]:
-    """Each legend that covers plotted data: '<where>: N points of <label>' (empty: none does)."""
-    canvas = FigureCanvasAgg(fig)  # a Figure made without pyplot has no renderer of its own
-    canvas.draw()
-    renderer = canvas.get_renderer()
-    legends = [(f"legend of '{ax.get_title()}'", ax.get_legend()) for ax in fig.axes if ax.get_legend()]
-    legends += [("figure legend", lg) for lg in fig.legends]
-    problems = []
-    for where, legend in legends:
-        if not legend.get_visible():
-            continue
-        box = legend.get_window_extent(renderer)
-        for ax in fig.axes:
-            if not ax.get_visible():
-                continue
-            for artist in [*ax.lines, *[c for c in ax.collections if isinstance(c, PathCollection)]]:
-                if not artist.get_visible() or artist in legend.legend_handles:
-                    continue
-                pts = _display_points(ax, artist)
-                hits = int(_inside(box, pts[_inside(ax.bbox, pts)]).sum())
-                if hits:
-                    problems.append(f"{where}: {hits} points of '{artist.get_label()}' in '{ax.get_title()}'")
-    return problems
+from grpo_edu.figures.plotstyle import clear_legends, legends_on_data  # noqa: E402
 
 
 def _figures():
@@ -145,3 +95,56 @@ def test_a_legend_forced_onto_a_curve_fails_the_check():
     ax.set_ylim(0, 1)
     ax.legend(loc="center")
     assert legends_on_data(fig)
+
+
+def _line_with_legend_on_it(loc="center"):
+    fig = Figure(figsize=(5, 3.5))
+    ax = fig.add_subplot()
+    x = np.linspace(0, 1, 50)
+    ax.plot(x, x, label="a rising line with a long label")
+    ax.plot(x, 1 - x, label="a falling line")
+    ax.legend(loc=loc)
+    return fig
+
+
+def test_clear_legends_moves_a_legend_off_the_data():
+    fig = _line_with_legend_on_it()
+    assert legends_on_data(fig), "control: the legend starts on both lines"
+    moved = clear_legends(fig)
+    assert len(moved) == 1 and legends_on_data(fig) == []
+    assert clear_legends(fig) == []  # a legend already clear stays where it is
+    # no spot inside is free (the axes filled with points): it goes outside, to the right
+    fig = Figure(figsize=(4, 3))
+    ax = fig.add_subplot()
+    g = np.linspace(0, 1, 40)
+    xx, yy = np.meshgrid(g, g)
+    ax.scatter(xx.ravel(), yy.ravel(), s=2, label="points everywhere")
+    ax.legend(loc="center")
+    assert legends_on_data(fig)
+    assert clear_legends(fig) == ["legend of '' -> outside, right"] and legends_on_data(fig) == []
+
+
+def test_show_and_save_clear_the_legend(tmp_path, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(a))
+    fig = _line_with_legend_on_it()
+    plots.show(fig, alt="two crossing lines")
+    assert shown and legends_on_data(fig) == []
+    fig = _line_with_legend_on_it()
+    plots.save(fig, tmp_path / "x.png", alt="two crossing lines")
+    assert (tmp_path / "x.png").stat().st_size > 0 and legends_on_data(fig) == []
+
+
+def test_every_notebook_figure_went_through_show():
+    """A figure displayed any other way (a bare ``fig`` at a cell's end) skips `clear_legends` and has
+    no alt text: every PNG output of the committed notebooks carries show()'s alt metadata."""
+    import json
+    from pathlib import Path
+
+    bare = []
+    for path in sorted(Path(__file__).resolve().parents[1].glob("notebooks/*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            for out in cell.get("outputs", []):
+                if "image/png" in out.get("data", {}) and not out.get("metadata", {}).get("image/png", {}).get("alt"):
+                    bare.append(f"{path.name} cell {i}")
+    assert not bare, f"figures shown without plots.show (no alt text, legends not cleared): {bare}"

@@ -1,8 +1,8 @@
 """The figures the notebooks show. Data in, a matplotlib ``Figure`` out.
 
 Every function builds its figure without pyplot (no global figure registry, no
-``plt.show()``): in a notebook, end the cell with the figure (or ``display(fig)``); in a
-script, ``fig.savefig("x.png")``. The style lives in `STYLE` and is applied inside each
+``plt.show()``): in a notebook, end the cell with ``show(fig, alt="what it shows")``; in a
+script, ``save(fig, "x.png")``. Both first move any legend that covers the data (`clear_legends`). The style lives in `STYLE` and is applied inside each
 function only (an rc context), so importing this module changes nothing globally.
 One colour per algorithm (`color_for`) across all figures.
 """
@@ -37,7 +37,9 @@ from .plotstyle import (
     VARIANCE_FORMULA,
     X_LABELS,
     alt_text,
+    clear_legends,
     color_for,
+    legends_on_data,
     new_figure,
     save,
     set_alt,
@@ -655,7 +657,7 @@ def plot_token_view(rollout, values: Mapping, tokenizer, groups: Sequence[int] =
 
 __all__ = [
     "ALGO_COLORS", "MB", "MEMORY_COLORS", "MEMORY_PARTS", "METRIC_LABELS", "PALETTE", "STYLE", "X_LABELS",
-    "alt_text", "save", "set_alt", "show",
+    "alt_text", "clear_legends", "legends_on_data", "save", "set_alt", "show",
     "clipped_objective", "color_for", "plot_clip_function", "plot_group_advantages", "plot_kl_estimators",
     "plot_learning_curves", "plot_maze", "plot_memory", "plot_memory_ratio", "plot_metrics", "plot_variance",
     "TOKEN_VIEW", "plot_token_view", "plot_variants_grid", "token_view_values",

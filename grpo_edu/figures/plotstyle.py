@@ -137,6 +137,7 @@ def show(fig: Figure, alt: str | None = None) -> None:
     if text is None or not str(text).strip():
         raise ValueError("alt: say what the figure shows (this figure has no alt text attached)")
     text = alt_text(set_alt(fig, text))
+    clear_legends(fig)  # no legend on the data, whoever drew the figure
     png = base64.b64encode(print_figure(fig, "png")).decode("ascii")
     bundle = {
         "image/png": png,
@@ -147,11 +148,104 @@ def show(fig: Figure, alt: str | None = None) -> None:
     close(fig)
 
 
+# ------------------------------------------------------------------------ legends off the data
+LEGEND_SPOTS = ("upper left", "upper right", "lower right", "lower left", "center right", "center left",
+                "upper center", "lower center")  # fmt: skip
+_STEP_PX = 2.0  # a line's segments are sampled every 2 px: a legend over a straight segment covers it too
+
+
+def _display_points(artist) -> np.ndarray:
+    """The artist's data in display coordinates (N x 2); a drawn line's segments sampled every 2 px."""
+    from matplotlib.collections import PathCollection
+
+    if isinstance(artist, PathCollection):
+        offsets = np.asarray(artist.get_offsets(), float)
+        return artist.get_offset_transform().transform(offsets) if len(offsets) else np.empty((0, 2))
+    xy = np.asarray(artist.get_xydata(), float)
+    pts = artist.get_transform().transform(xy) if len(xy) else np.empty((0, 2))
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if artist.get_linestyle() in ("None", "", " ", "none") or len(pts) < 2:
+        return pts
+    dense = [pts[:1]]
+    for a, b in zip(pts[:-1], pts[1:], strict=True):
+        n = max(1, int(np.ceil(np.hypot(*(b - a)) / _STEP_PX)))
+        dense.append(a + (b - a) * (np.arange(1, n + 1)[:, None] / n))
+    return np.concatenate(dense)
+
+
+def _inside(box, pts: np.ndarray) -> np.ndarray:
+    if not len(pts):
+        return np.zeros(0, bool)
+    return (pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)
+
+
+def _legends(fig: Figure) -> list:
+    out = [(f"legend of '{ax.get_title()}'", ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()]
+    return [*out, *[("figure legend", None, lg) for lg in fig.legends]]
+
+
+def _hits(fig: Figure, legend, renderer) -> list[str]:
+    """'N points of <label> in <title>' for each drawn line or scatter (its points inside its own axes)
+    that ``legend``'s box covers."""
+    from matplotlib.collections import PathCollection
+
+    box, found = legend.get_window_extent(renderer), []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for artist in [*ax.lines, *[c for c in ax.collections if isinstance(c, PathCollection)]]:
+            if not artist.get_visible() or artist in legend.legend_handles:
+                continue
+            pts = _display_points(artist)
+            n = int(_inside(box, pts[_inside(ax.bbox, pts)]).sum())
+            if n:
+                found.append(f"{n} points of '{artist.get_label()}' in '{ax.get_title()}'")
+    return found
+
+
+def _renderer(fig: Figure):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()  # a Figure made without pyplot has no renderer of its own
+    return canvas.get_renderer()
+
+
+def legends_on_data(fig: Figure) -> list[str]:
+    """Each visible legend that covers plotted data, as '<where>: N points of <label> in <title>'
+    (empty: none does). The data: the vertices of every visible line, its segments sampled every
+    2 px, and the points of every scatter, where their axes draw them."""
+    renderer = _renderer(fig)
+    return [f"{where}: {hit}" for where, _, lg in _legends(fig) if lg.get_visible() for hit in _hits(fig, lg, renderer)]
+
+
+def clear_legends(fig: Figure) -> list[str]:
+    """Move each axes legend that covers plotted data to the first of `LEGEND_SPOTS` inside its axes
+    where it covers none, else just outside the axes' right edge; returns what moved, in words.
+    `show` and `save` call it, so no figure of the course (a library function's, a regime's or one
+    drawn in a notebook cell) is shown with its legend on its data. A figure legend is left as drawn."""
+    moved = []
+    for where, ax, legend in _legends(fig):
+        if ax is None or not legend.get_visible() or not _hits(fig, legend, _renderer(fig)):
+            continue
+        for spot in LEGEND_SPOTS:
+            legend.set_loc(spot)
+            if not _hits(fig, legend, _renderer(fig)):
+                moved.append(f"{where} -> {spot}")
+                break
+        else:
+            legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+            legend.set_loc("upper left")
+            moved.append(f"{where} -> outside, right")
+    return moved
+
+
 def save(fig: Figure, path, alt: str | None = None, dpi: int = 120) -> None:
     """``fig.savefig(path)`` with its alt text (``alt`` or the attached one) written into the
     PNG as its "Description" (a tEXt chunk image viewers and screen readers can read), then close it."""
     text = alt if alt is not None else alt_text(fig)
     metadata = {"Description": " ".join(text.split())} if text else None
+    clear_legends(fig)
     fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata=metadata)
     close(fig)
 
