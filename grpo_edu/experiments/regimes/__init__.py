@@ -11,6 +11,8 @@ module each, its runner and its figure:
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
     thinking      a scratchpad that can make the answer right: R1-Zero's length curve, by difficulty
+    spurious_rewards  a reward that ignores correctness (random, wrong answers): does it raise accuracy, via the clip?
+    negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE: pass@k (spread world)
 
 Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
 `measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
@@ -26,7 +28,7 @@ from typing import Callable
 
 from ...measure.reports import wrap
 from ...warmstart.presets import resolve_preset
-from . import difficulty, free_length, long_run, offset, reward_model, thinking
+from . import difficulty, free_length, long_run, negative_samples, offset, reward_model, spurious_rewards, thinking
 from .difficulty import run_difficulty, run_mixed_digits
 from .free_length import free_length_setup, length_push, long_over_short, run_free_length, token_weight
 from .long_run import run_long_run
@@ -77,6 +79,16 @@ TABLE = {
     "thinking": Regime(
         thinking.run_thinking, thinking.figure,
         "envs.ScratchpadTask: a scratchpad before the answer can make it right; R1-Zero's length curve", "09",
+    ),
+    "spurious_rewards": Regime(
+        spurious_rewards.run_spurious, spurious_rewards.figure,
+        "GRPO (beta 0) on the true, a random and a wrong-answer reward; one update per batch, several, no clip",
+        "12 section 1",
+    ),
+    "negative_samples": Regime(
+        negative_samples.run_negative_samples, negative_samples.figure,
+        "world='spread': GRPO, only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE (0.1)",
+        "12 section 2",
     ),
 }  # fmt: skip
 REGIMES = tuple(TABLE)
