@@ -171,3 +171,50 @@ def test_the_knobs_are_flags(monkeypatch):
     assert main(argv) == 0 and seen["config"].reward_signal == "true"  # control: the defaults
     with pytest.raises(SystemExit):
         main([*argv, "--reward_signal", "noise"])
+
+
+def _tiny_ref():
+    from grpo_edu import ModelConfig, TinyGPT
+
+    torch.manual_seed(0)
+    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+
+
+def test_the_regimes_run_tiny_and_draw(tmp_path):
+    """Both regimes end to end at their "tiny" size: every claim has a verdict of the one rule, the
+    measurements are in range, the figures are drawn; a bad size or run name is refused first."""
+    from grpo_edu import get_preset
+    from grpo_edu.experiments import regimes
+    from grpo_edu.experiments.regimes import negative_samples as NS
+    from grpo_edu.experiments.regimes import spurious_rewards as SR
+    from grpo_edu.measure.verdicts import VERDICTS
+
+    preset, ref = get_preset("cpu", sequences_per_step=64), _tiny_ref()
+    spur = SR.run_spurious(ref, preset, seeds=(0, 1), size="tiny", progress=False)
+    neg = NS.run_negative_samples(ref, preset, seeds=(0, 1), size="tiny", references={"spread": ref}, progress=False)
+    for name, res, runs in (("spurious_rewards", spur, SR.RUNS), ("negative_samples", neg, NS.RUNS)):
+        assert list(res["runs"]) == list(runs) and all(len(v) == 2 for v in res["runs"].values())
+        assert res["claims"] and all(c["verdict"] in VERDICTS for c in res["claims"])
+        for r in [*res["reference"], *(x for v in res["runs"].values() for x in v)]:
+            assert 0 <= r["greedy"] <= 1 and all(0 <= p <= 1 for p in r["pass"].values())
+        assert (tmp_path / f"{name}.png").name in regimes.plot_regime(name, res, tmp_path / f"{name}.png")
+    part = SR.run_spurious(ref, preset, seeds=(0,), size="tiny", runs=("random, several",), progress=False)
+    assert list(part["runs"]) == ["random, several"] and "claims" not in part  # a subset: no claims
+    with pytest.raises(ValueError, match="size must be one of"):
+        SR.run_spurious(ref, preset, size="huge")
+    with pytest.raises(ValueError, match="unknown runs"):
+        SR.run_spurious(ref, preset, runs=("random, twice",))
+
+
+def test_clip_bias_one_update_has_no_clip():
+    """SR.clip_bias on a tiny batch: one update per batch never clips (the ratio is 1 at its only step);
+    several updates with the clip off never clip either; every draw is measured."""
+    from grpo_edu import get_preset, make_task
+    from grpo_edu.experiments.regimes import spurious_rewards as SR
+
+    preset = get_preset("cpu")
+    b = SR.clip_bias(_tiny_ref(), make_task(preset), preset, seed=0, draws=2, prompts=4)
+    assert set(b["schedules"]) == set(SR.SCHEDULES)
+    assert all(len(v["dH"]) == 2 for v in b["schedules"].values())
+    for name in ("one update", "several, no clip"):
+        assert b["schedules"][name]["clip_high"] == [0.0, 0.0] and b["schedules"][name]["clip_low"] == [0.0, 0.0]
