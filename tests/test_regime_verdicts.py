@@ -46,10 +46,18 @@ def _run(name):
         from grpo_edu.experiments.regimes.thinking import PARTS
 
         return regimes.run_thinking(None, seeds=SEEDS, tiny=True, parts=PARTS, progress=False)
+    if name == "spurious_rewards":
+        return regimes.spurious_rewards.run_spurious(_tiny_ref(), preset, seeds=SEEDS, size="tiny", progress=False)
+    if name == "negative_samples":
+        ref = _tiny_ref()
+        return regimes.negative_samples.run_negative_samples(
+            ref, preset, seeds=SEEDS, size="tiny", references={"spread": ref}, progress=False
+        )
     raise AssertionError(name)
 
 
-PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking")
+PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking", "spurious_rewards",
+          "negative_samples")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PINNED)
