@@ -13,6 +13,7 @@ module each, its runner and its figure:
     thinking      a scratchpad that can make the answer right: R1-Zero's length curve, by difficulty
     spurious_rewards  a reward that ignores correctness (random, wrong answers): does it raise accuracy, via the clip?
     negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE: pass@k (spread world)
+    razor         subtraction taught by SFT and by GRPO to one accuracy: addition's drop against the KL (RL's Razor)
 
 Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
 `measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
@@ -28,7 +29,17 @@ from typing import Callable
 
 from ...measure.reports import wrap
 from ...warmstart.presets import resolve_preset
-from . import difficulty, free_length, long_run, negative_samples, offset, reward_model, spurious_rewards, thinking
+from . import (
+    difficulty,
+    free_length,
+    long_run,
+    negative_samples,
+    offset,
+    razor,
+    reward_model,
+    spurious_rewards,
+    thinking,
+)
 from .difficulty import run_difficulty, run_mixed_digits
 from .free_length import free_length_setup, length_push, long_over_short, run_free_length, token_weight
 from .long_run import run_long_run
@@ -89,6 +100,11 @@ TABLE = {
         negative_samples.run_negative_samples, negative_samples.figure,
         "world='spread': GRPO, only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE (0.1)",
         "12 section 2",
+    ),
+    "razor": Regime(
+        razor.run_razor, razor.figure,
+        "subtraction taught by SFT and by GRPO (beta 0) to one accuracy, several lrs: addition's drop vs the KL",
+        "12 part 2",
     ),
 }  # fmt: skip
 REGIMES = tuple(TABLE)
