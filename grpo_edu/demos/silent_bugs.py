@@ -1,0 +1,407 @@
+"""Silent bugs: the GRPO mistakes practitioners report, each injected into the library's own loop.
+
+Most GRPO runs that fail do not crash: they learn a little, or not at all, and the logs look
+plausible. Each `Bug` below is one such mistake, of the kind reported again and again on the public
+trackers (TRL, verl, OpenRLHF, open-r1), injected WITHOUT a second training loop: through
+`grpo_edu.plug` (a function of the functional core replaced for the run), a config override, or a
+task override. `run_bugged` trains GRPO with `grpo_edu.train` and one bug in; `signatures` runs the
+healthy run and each bugged run from the same reference and seeds, for notebook 11's table.
+
+    from grpo_edu.demos.silent_bugs import BUGS, BUG_NAMES, run_bugged
+    h = run_bugged("ratio_always_one", reference, preset)      # a History, config["bug"] names it
+    h.series("ratio_std")                                       # 0.0 at every step: nothing clipped
+
+Every run (the healthy one too) also logs three measurements the library's loss does not:
+``ratio_std`` (the spread of rho = pi_theta / pi_old over the loss's tokens), ``advantage_abs_max``
+and ``advantage_abs_mean`` (of the advantages the loss receives), averaged over the step's
+optimizer updates like the loss's own stats. They are taken from the inputs of
+``clipped_surrogate_loss``, inside any bug plugged there, so they show what the loss saw.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .. import functional as Fn
+from .. import plug
+from ..algorithms import make_algorithm
+from ..train import History, progress_bar, train
+
+__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "run_bugged", "signatures", "summary"]
+
+TRAINER_TEMPERATURE = 0.7  # temperature_mismatch: the trainer's log-probs at 0.7, the sampler at the config's 1.0
+SHORT_LIMIT = 2  # answers_cut: tokens a completion may have (a 2-digit sum and <eos> need 3)
+COLLAPSE_LR = 1e-2  # lr_past_collapse: the learning rate (the default is 3e-4)
+TINY_EPS = 1e-9  # std_floor_too_small: adv_eps, with the KL in the reward (the default eps is 1e-4)
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One silent bug: what it is, where such reports come from, what it moves, how it is injected."""
+
+    name: str
+    description: str
+    """One line: the mistake."""
+    report: str
+    """The kind of public report it comes from (themes of TRL/verl/OpenRLHF/open-r1 issues)."""
+    signature: str
+    """The metric it moves, in words (measured in tests/test_silent_bugs.py and notebook 11)."""
+    injection: str
+    """How run_bugged injects it, in words."""
+    plugs: dict = field(default_factory=dict)
+    """functional name -> factory(inner) -> replacement; ``inner`` is the function to wrap."""
+    config: dict = field(default_factory=dict)
+    """GRPOConfig overrides."""
+    task: dict = field(default_factory=dict)
+    """Attributes of the task overridden on a copy of it (e.g. ``max_answer_length``)."""
+
+
+# -------------------------------------------------------------------- the bugs, as plug factories
+
+
+def _misaligned_groups(inner):
+    """Group statistics over rows j, j+n, j+2n, ... (n = B / G): as if the G samples of a prompt were
+    interleaved (``repeat``) while they are consecutive (``repeat_interleave``). Each completion keeps
+    its own reward; its baseline and std come from G different prompts."""
+
+    def group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=False, leave_one_out=False):
+        B = rewards.shape[0]
+        perm = torch.arange(B, device=rewards.device).view(group_size, B // group_size).t().reshape(-1)
+        adv, stats = inner(rewards[perm], group_size, scale, eps, unbiased, leave_one_out)
+        out = torch.empty_like(adv)
+        out[perm] = adv
+        return out, stats
+
+    return group_advantages
+
+
+def _old_is_current(inner):
+    """log pi_old taken from the policy being trained (detached): rho = 1 at every update."""
+
+    def clipped_surrogate_loss(logp, old_logp, advantages, eps_low=0.2, eps_high=None, mask=None):
+        return inner(logp, logp.detach(), advantages, eps_low, eps_high, mask)
+
+    return clipped_surrogate_loss
+
+
+def _reference_is_policy(inner):
+    """log pi_ref taken from the policy itself (a reference that moves with it): every KL is 0."""
+
+    def kl_estimate(logp, ref_logp, kind="k3"):
+        return inner(logp, logp.detach(), kind)
+
+    return kl_estimate
+
+
+def _kl_sign_flipped(inner):
+    """The per-token KL with its sign flipped: the penalty pays for drifting, and the logged KL
+    (computed by the same function, as TRL logs the tensor it adds to the loss) is negative."""
+
+    def kl_estimate(logp, ref_logp, kind="k3"):
+        return -inner(logp, ref_logp, kind)
+
+    return kl_estimate
+
+
+def _k3_naive(inner):
+    """k3 = exp(-x) - 1 + x written out in float32 (x = log pi - log pi_ref): where |x| is near
+    float32's resolution, exp(-x) - 1 cancels to a multiple of 2^-24 and k3 can come out negative.
+    (The library computes expm1(-x) + x.)"""
+
+    def kl_estimate(logp, ref_logp, kind="k3"):
+        if kind != "k3":
+            return inner(logp, ref_logp, kind)
+        x = (logp - ref_logp).float()
+        return torch.exp(-x) - 1.0 + x
+
+    return kl_estimate
+
+
+def _trainer_temperature(inner):
+    """The trainer's log-probs at TRAINER_TEMPERATURE while the sampler used the config's."""
+
+    def token_logprobs(logits, tokens, temperature=1.0):
+        return inner(logits, tokens, TRAINER_TEMPERATURE)
+
+    return token_logprobs
+
+
+def _loss_over_padding(inner):
+    """The loss (and the logged entropy) aggregated over every position, padding after <eos> too."""
+
+    def regularized_loss(per_token_loss, mask, mode, max_length, logits, entropy_mask, entropy_coef=0.0):
+        ones = torch.ones_like(mask)
+        return inner(per_token_loss, ones, mode, max_length, logits, ones, entropy_coef)
+
+    return regularized_loss
+
+
+BUGS: dict[str, Bug] = {
+    b.name: b
+    for b in (
+        Bug(
+            "group_misaligned",
+            "the group statistics taken over rows that are not one prompt's samples (repeat vs repeat_interleave)",
+            "TRL / OpenRLHF / verl threads on the order of generations: samples of a prompt assumed consecutive "
+            "when they are interleaved, so each 'group' mixes prompts",
+            "frac_reward_zero_std falls (mixed groups tie less often than a prompt's own); learning slows",
+            "plug group_advantages: rows j, j+n, j+2n, ... form a group (n = B / G)",
+            plugs={"group_advantages": _misaligned_groups},
+        ),
+        Bug(
+            "ratio_always_one",
+            "log pi_old taken from the policy being trained, so rho = 1 and nothing is ever clipped",
+            "TRL / open-r1 questions 'clip_ratio is always 0' (num_iterations=1 makes it true by design; "
+            "with several updates per batch it is a bug: old log-probs recomputed after the update)",
+            "clip_ratio exactly 0 and the ratio's spread (ratio_std) exactly 0 at every step; still learns",
+            "plug clipped_surrogate_loss: old_logp replaced by logp.detach()",
+            plugs={"clipped_surrogate_loss": _old_is_current},
+        ),
+        Bug(
+            "reference_is_policy",
+            "the reference model updated with the policy (or the same module), so the KL is always 0",
+            "TRL / verl / OpenRLHF reports of 'kl is 0 for the whole run' (a ref model not loaded, or sharing "
+            "the policy's weights)",
+            "kl exactly 0 at every step, while the policy moves; no KL brake",
+            "plug kl_estimate: ref_logp replaced by logp.detach()",
+            plugs={"kl_estimate": _reference_is_policy},
+        ),
+        Bug(
+            "kl_sign_flipped",
+            "the KL term with its sign flipped: a bonus for drifting from the reference instead of a penalty",
+            "TRL / verl / open-r1 threads on 'negative KL' and on the sign of the KL term in the loss or reward",
+            "the logged kl is negative and its size grows faster than the healthy run's",
+            "plug kl_estimate: returns minus the estimate (in the loss and in the log)",
+            plugs={"kl_estimate": _kl_sign_flipped},
+        ),
+        Bug(
+            "k3_naive_float32",
+            "k3 = exp(-x) - 1 + x computed naively in float32, where the log-ratio x is tiny (cancellation)",
+            "verl / TRL discussions of the k3 estimator's numerics (low_var_kl clamps, float32 log-ratios)",
+            "only the logged kl at the first steps (quantised, can be negative); the training barely changes",
+            "plug kl_estimate: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
+            plugs={"kl_estimate": _k3_naive},
+        ),
+        Bug(
+            "std_floor_too_small",
+            "a std floor (adv_eps) far below the spread of nearly tied groups, with the KL inside the reward",
+            "TRL / verl threads on scale_rewards and on groups whose rewards differ only by tiny amounts "
+            "(KL in the reward, float noise): the z-score blows noise up to full-size advantages",
+            "advantage_abs_mean rises (tied groups get |A| ~ 1, not 0) and frac_reward_zero_std falls to 0",
+            f"config kl_placement='reward', adv_eps={TINY_EPS}",
+            config={"kl_placement": "reward", "adv_eps": TINY_EPS},
+        ),
+        Bug(
+            "loss_over_padding",
+            "the loss averaged over padding after <eos> as well as the completion's tokens",
+            "TRL / OpenRLHF / open-r1 reports of completion masks that do not stop at <eos> (pad = eos "
+            "confusions, masks built from attention masks)",
+            "the logged entropy moves (it averages the padding's positions) and the step shrinks",
+            "plug regularized_loss: mask and entropy_mask replaced by ones",
+            plugs={"regularized_loss": _loss_over_padding},
+        ),
+        Bug(
+            "answers_cut",
+            "a completion length limit so short that every answer is cut before its end",
+            "TRL / open-r1 reports of 'reward always 0' with max_completion_length too small for the format",
+            "reward 0, frac_reward_zero_std 1, truncated_frac 1, grad_norm ~0 from the first step",
+            f"task override max_answer_length={SHORT_LIMIT}",
+            task={"max_answer_length": SHORT_LIMIT},
+        ),
+        Bug(
+            "temperature_mismatch",
+            "the sampler at one temperature and the trainer's log-probs at another",
+            "TRL / verl / OpenRLHF reports of logits not divided by the sampling temperature in the trainer "
+            "(vLLM samples at T, the loss recomputes at 1)",
+            "clip_ratio and the ratio's spread high from the first step, kl > 0 at step 1",
+            f"plug token_logprobs: the trainer's at temperature {TRAINER_TEMPERATURE}, the sampler's 1.0",
+            plugs={"token_logprobs": _trainer_temperature},
+        ),
+        Bug(
+            "lr_past_collapse",
+            "a learning rate past the collapse boundary",
+            "TRL / open-r1 / verl threads on entropy collapse and reward crashes after a few hundred steps",
+            "grad_norm and kl jump, the entropy collapses, accuracy falls",
+            f"config lr={COLLAPSE_LR}",
+            config={"lr": COLLAPSE_LR},
+        ),
+    )
+}
+
+BUG_NAMES = ("healthy", *BUGS)
+
+METRICS = (  # what signatures() records of each run, in the order of the figure
+    "reward",
+    "accuracy",
+    "kl",
+    "entropy",
+    "clip_ratio",
+    "ratio_std",
+    "frac_reward_zero_std",
+    "advantage_abs_mean",
+    "grad_norm",
+    "completion_length",
+)
+
+
+def _bug(bug) -> Bug | None:
+    if bug is None or bug == "healthy":
+        return None
+    if isinstance(bug, Bug):
+        return bug
+    if not isinstance(bug, str) or bug not in BUGS:
+        raise ValueError(f"unknown bug {bug!r}; choose one of {list(BUG_NAMES)}")
+    return BUGS[bug]
+
+
+# ------------------------------------------------------------ the measurements every run logs
+
+
+def _measured(inner):
+    """``clipped_surrogate_loss`` that also reports the ratio's spread and the advantages' size."""
+
+    def clipped_surrogate_loss(logp, old_logp, advantages, eps_low=0.2, eps_high=None, mask=None):
+        loss, stats = inner(logp, old_logp, advantages, eps_low, eps_high, mask)
+        with torch.no_grad():
+            m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
+            rho = torch.exp(logp - old_logp)[m.bool()]
+            a = advantages.abs()
+            a = a if a.dim() == 1 else (a * m).sum(-1) / m.sum(-1).clamp(min=1)
+            stats = {
+                **stats,
+                "ratio_std": float(rho.std(correction=0)) if rho.numel() else 0.0,
+                "advantage_abs_max": float(a.max()) if a.numel() else 0.0,
+                "advantage_abs_mean": float(a.mean()) if a.numel() else 0.0,
+            }
+        return loss, stats
+
+    return clipped_surrogate_loss
+
+
+def _plugs(bug: Bug | None) -> dict:
+    factories = dict(bug.plugs) if bug is not None else {}
+    out = {name: make(getattr(Fn, name)) for name, make in factories.items() if name != "clipped_surrogate_loss"}
+    # the measurement is taken inside a bug plugged into the loss (it sees the bug's old_logp)
+    inner = _measured(Fn.clipped_surrogate_loss)
+    make = factories.get("clipped_surrogate_loss")
+    out["clipped_surrogate_loss"] = make(inner) if make is not None else inner
+    return out
+
+
+def _task_for(bug: Bug | None, task):
+    if bug is None or not bug.task:
+        return task
+    bugged = copy.copy(task)
+    for k, v in bug.task.items():
+        if not hasattr(task, k):
+            raise ValueError(f"bug {bug.name!r} overrides task.{k}, which {type(task).__name__} does not have")
+        setattr(bugged, k, v)
+    return bugged
+
+
+def run_bugged(
+    bug,
+    reference,
+    preset,
+    task=None,
+    seed: int = 0,
+    steps: int = 30,
+    sequences_per_step: int = 128,
+    progress: bool = False,
+    eval_every: int = 10,
+    **config,
+) -> History:
+    """GRPO from ``reference`` with one silent bug injected (``"healthy"`` or None: none), a `History`.
+
+    The library's own ``grpo_edu.train`` runs: the bug goes in through ``grpo_edu.plug`` (removed
+    when the run ends, also when it raises), GRPOConfig overrides (``config`` here first, the bug's
+    on top) or a copy of ``task`` (default ``make_task(preset)``) with the bug's attributes. The
+    History's config records ``"bug"``. ``seed`` is the RL seed (a caller adds the seed shift).
+    """
+    b = _bug(bug)
+    for name, v in (("steps", steps), ("sequences_per_step", sequences_per_step), ("eval_every", eval_every)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if task is None:
+        from ..warmstart.presets import make_task
+
+        task = make_task(preset)
+    algorithm = make_algorithm("grpo", **{**config, **(b.config if b else {})})
+    name = b.name if b else "healthy"
+    with plug(**_plugs(b)):
+        h = train(
+            algorithm,
+            task=_task_for(b, task),
+            reference=reference,
+            preset=preset,
+            steps=steps,
+            sequences_per_step=sequences_per_step,
+            seed=seed,
+            eval_every=eval_every,
+            progress=progress,
+            name=name,
+        )
+    h.config["bug"] = name
+    return h
+
+
+# ---------------------------------------------------------------- the signature table
+
+
+def summary(h: History, first: int = 3) -> dict:
+    """The numbers of one run the table compares: for each of `METRICS`, its mean over the first
+    ``first`` steps and over the last third of the run; accuracy as the held-out greedy accuracy at
+    the start and at the end."""
+    n = len(h.steps)
+    last = max(1, n // 3)
+    out = {}
+    for k in METRICS:
+        if k == "accuracy":
+            out[k] = {"first": h.initial_accuracy, "last": h.final_accuracy}
+            continue
+        s = h.series(k)
+        out[k] = {"first": float(np.nanmean(s[:first])) if n else math.nan,
+                  "last": float(np.nanmean(s[-last:])) if n else math.nan}  # fmt: skip
+    return out
+
+
+def signatures(
+    reference,
+    preset,
+    bugs=None,
+    seeds=(0,),
+    steps: int = 30,
+    sequences_per_step: int = 128,
+    task=None,
+    progress: bool = True,
+    **config,
+) -> dict:
+    """The healthy run and each bugged run, from the same reference and the same ``seeds``.
+
+    Returns ``{name: [History per seed]}`` for "healthy" and each of ``bugs`` (default: all of
+    `BUGS`), in `BUG_NAMES` order. ``progress`` shows one bar over all the runs."""
+    names = list(BUGS) if bugs is None else [bugs] if isinstance(bugs, str) else list(bugs)
+    for n in names:
+        _bug(n)
+    names = ["healthy", *[n for n in names if n != "healthy"]]
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    if task is None:
+        from ..warmstart.presets import make_task
+
+        task = make_task(preset)
+    out = {n: [] for n in names}
+    bar = progress_bar(total=len(names) * len(seeds), desc="signatures", disable=not progress)
+    for n in names:
+        for s in seeds:
+            out[n].append(run_bugged(n, reference, preset, task=task, seed=s, steps=steps,
+                                     sequences_per_step=sequences_per_step, **config))  # fmt: skip
+            bar.update(1)
+    bar.close()
+    return out
