@@ -126,7 +126,12 @@ def sft_run(base, preset, lr: float, target: float, seed: int, max_steps: int) -
     cfg = SFTConfig(lr=lr, batch_size=SFT_BATCH, max_steps=max_steps, eval_every=CHECK_EVERY,
                     target_accuracy=target, seed=seed)  # fmt: skip
     h = train_sft(policy, tasks(preset)[1], cfg, progress=False)
-    return policy.eval(), int(h["step"][-1]) if h["step"] else 0
+    return policy.eval(), steps_of(h, max_steps)
+
+
+def steps_of(sft_history: dict, max_steps: int) -> int:
+    """The steps an SFT run took: its last check's step (it stops at a check), or all ``max_steps`` without one."""
+    return int(sft_history["step"][-1]) if sft_history["step"] else max_steps
 
 
 def rl_run(base, preset, lr: float, target: float, seed: int, max_steps: int) -> tuple:
@@ -165,7 +170,7 @@ def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", prog
             progress_bar.update(1)
     progress_bar.close()
     res = {"size": size, "seeds": list(seeds), "targets": list(z["targets"]), "control": z["control"], "base": base_acc,
-           "reference": ref_acc, "base_sft_steps": int(base_hist["step"][-1]), "runs": runs}  # fmt: skip
+           "reference": ref_acc, "base_sft_steps": steps_of(base_hist, z["base_steps"]), "runs": runs}  # fmt: skip
     res["fit"] = {
         d: line_fit([r[f"kl {d}"] for r in matched(res)], [r["drop"] for r in matched(res)]) for d in DIRECTIONS
     }

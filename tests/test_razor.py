@@ -1,0 +1,112 @@
+"""The RL's Razor regime (grpo_edu/experiments/regimes/razor.py): its KL per completion, its line fit and its
+claims, by hand on small inputs, each with a control; and one tiny run end to end (numbers meaningless)."""
+
+import copy
+
+import pytest
+import torch
+
+from grpo_edu import ModelConfig, TinyGPT, get_preset
+from grpo_edu.experiments.regimes import razor
+
+
+def _tiny(seed=0):
+    torch.manual_seed(seed)
+    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12)).eval()
+
+
+def test_sequence_kl_is_zero_against_itself_and_positive_against_another_policy():
+    preset = get_preset("cpu")
+    _, new, _ = razor.tasks(preset)
+    base = _tiny()
+    for d in razor.DIRECTIONS:  # the control: the base against itself
+        assert razor.sequence_kl(copy.deepcopy(base), base, new, d, n_prompts=8, group=2) == pytest.approx(0, abs=1e-6)
+    other = _tiny(1)
+    both = [razor.sequence_kl(other, base, new, d, n_prompts=8, group=2) for d in razor.DIRECTIONS]
+    assert min(both) > 0.01 and both[0] != pytest.approx(both[1])  # two directions, two numbers
+    with pytest.raises(ValueError, match="direction must be one of"):
+        razor.sequence_kl(other, base, new, "pi||ref")
+
+
+def test_sequence_kl_is_the_chain_rule_sum_on_one_completion():
+    """One prompt, one sampled completion: the sum over its tokens of the exact per-token KL, by hand."""
+    preset = get_preset("cpu")
+    _, new, _ = razor.tasks(preset)
+    base, ft = _tiny(), _tiny(2)
+    got = razor.sequence_kl(ft, base, new, "ft||base", n_prompts=1, group=1, seed=3)
+    prompts = new.encode_prompts(new.eval_problems()[:1])
+    gen = torch.Generator().manual_seed(3)
+    ro = razor.generate(ft, prompts, 1, new.max_answer_length, 1.0, generator=gen)
+    total = 0.0
+    with torch.no_grad():
+        ids = ro.input_ids
+        lp, lq = ft(ids).log_softmax(-1), base(ids).log_softmax(-1)
+        P = ro.prompt_length
+        for t in range(int(ro.mask[0].sum())):
+            p, q = lp[0, P - 1 + t], lq[0, P - 1 + t]
+            total += float((p.exp() * (p - q)).sum())
+    assert got == pytest.approx(total, rel=1e-4)
+
+
+def test_line_fit_by_hand_and_its_control():
+    fit = razor.line_fit([0.0, 1.0, 2.0, 3.0], [1.0, 3.0, 5.0, 7.0])  # drop = 1 + 2 KL exactly
+    assert (fit["a"], fit["b"], fit["r2"], fit["n"]) == (pytest.approx(1.0), pytest.approx(2.0), pytest.approx(1.0), 4)
+    # the control: drops that do not follow the KL (0, 1, 0, 1 at 0..3): R^2 = 0.2 by hand (slope 0.2, ss 1)
+    assert razor.line_fit([0.0, 1.0, 2.0, 3.0], [0.0, 1.0, 0.0, 1.0])["r2"] == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="at least 3"):
+        razor.line_fit([0.0, 1.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="every KL is the same"):
+        razor.line_fit([1.0, 1.0, 1.0], [0.0, 1.0, 2.0])
+
+
+def _res(sft_new, rl_new, sft=(0.2, 0.5), rl=(0.1, 0.2), control=0.05):
+    """A result by hand: per seed (3 seeds), two SFT and two RL runs (two lrs) at the given new-task accuracy,
+    drop and KL (near one line), and one control SFT run."""
+    runs = []
+    for s in range(3):
+        for m, new, (drop, kl) in (("SFT", sft_new, sft), ("RL", rl_new, rl), ("control", 0.3, (control, 0.02))):
+            for lr, scale in ((1e-4, 1.0), (3e-4, 1.5))[: 1 if m == "control" else 2]:  # two lrs: drop and KL x1.5
+                kl_s = kl * scale + 0.01 * s
+                runs.append({"method": m, "lr": lr, "target": 0.45, "seed": s, "steps": 10, "new": new,
+                             "old": 0.4 - drop * scale, "drop": drop * scale, "kl base||ft": kl_s,
+                             "kl ft||base": kl_s})  # fmt: skip
+    res = {"seeds": [0, 1, 2], "targets": [0.45], "control": 0.3, "base": {"old": 0.44, "new": 0.2},
+           "reference": {"old": 0.54, "new": 0.01}, "runs": runs}  # fmt: skip
+    res["fit"] = {
+        d: razor.line_fit([r[f"kl {d}"] for r in razor.matched(res)], [r["drop"] for r in razor.matched(res)])
+        for d in razor.DIRECTIONS
+    }
+    return res
+
+
+def test_claims_hold_at_matched_accuracy_and_fail_on_the_controls():
+    verdicts = [c["verdict"] for c in razor.claims(_res(0.46, 0.47))]
+    # matched; RL drops less; RL's KL smaller; the 4 points of a seed near one line (R^2 > 0.5); control below RL
+    assert verdicts == ["holds"] * 5
+    # control 1: unequal accuracy (SFT 0.46, RL 0.30): the condition fails here
+    assert razor.claims(_res(0.46, 0.30))[0]["verdict"] == "fails here"
+    # control 2: RL forgets as much as SFT, at the same KL: the claims of less forgetting and less KL fail
+    same = razor.claims(_res(0.46, 0.47, rl=(0.2, 0.5)))
+    assert [c["verdict"] for c in same[1:3]] == ["fails here", "fails here"]
+    # control 3: the unmatched SFT run forgets more than RL: the control's claim fails
+    assert razor.claims(_res(0.46, 0.47, control=0.3))[4]["verdict"] == "fails here"
+
+
+def test_bad_input_is_a_value_error():
+    with pytest.raises(ValueError, match="size must be one of"):
+        razor.run_razor(_tiny(), "cpu", seeds=(0,), size="huge", progress=False)
+    with pytest.raises(ValueError, match="seeds must name"):
+        razor.run_razor(_tiny(), "cpu", seeds=(), size="tiny", progress=False)
+    with pytest.raises(ValueError, match="target must be in"):
+        razor.make_base(_tiny(), "cpu", target=1.5)
+
+
+def test_tiny_run_end_to_end_and_its_figure():
+    preset = get_preset("cpu", sequences_per_step=64)
+    res = razor.run_razor(_tiny(), preset, seeds=(0, 1), size="tiny", progress=False)
+    assert {r["method"] for r in res["runs"]} == {"SFT", "RL", "control"} and len(res["runs"]) == 6
+    assert len(res["claims"]) == 5 and all(c["verdict"] in ("holds", "fails here", "depends") for c in res["claims"])
+    for r in res["runs"]:
+        assert r["drop"] == pytest.approx(res["base"]["old"] - r["old"]) and r["kl base||ft"] >= -1e-6
+    fig = razor.figure(res)
+    assert len(fig.axes) == 2 and all(ax.get_xlabel() and ax.get_ylabel() and ax.get_title() for ax in fig.axes)
