@@ -59,13 +59,15 @@ def test_line_fit_by_hand_and_its_control():
         razor.line_fit([1.0, 1.0, 1.0], [0.0, 1.0, 2.0])
 
 
-def _res(sft_new, rl_new, sft=(0.2, 0.5), rl=(0.1, 0.2), control=0.05):
+def _res(sft_new, rl_new, sft=(0.2, 0.5), rl=(0.1, 0.2), early=(0.05, 0.02)):
     """A result by hand: per seed (3 seeds), two SFT and two RL runs (two lrs) at the given new-task accuracy,
-    drop and KL (near one line), and one control SFT run."""
+    drop and KL (near one line), and one run of each control stopped early (drops ``early``)."""
     runs = []
     for s in range(3):
-        for m, new, (drop, kl) in (("SFT", sft_new, sft), ("RL", rl_new, rl), ("control", 0.3, (control, 0.02))):
-            for lr, scale in ((1e-4, 1.0), (3e-4, 1.5))[: 1 if m == "control" else 2]:  # two lrs: drop and KL x1.5
+        plan = (("SFT", sft_new, sft), ("RL", rl_new, rl), ("SFT early", 0.3, (early[0], 0.02)),
+                ("RL early", 0.3, (early[1], 0.02)))  # fmt: skip
+        for m, new, (drop, kl) in plan:
+            for lr, scale in ((1e-4, 1.0), (3e-4, 1.5))[: 1 if "early" in m else 2]:  # two lrs: drop and KL x1.5
                 kl_s = kl * scale + 0.01 * s
                 runs.append({"method": m, "lr": lr, "target": 0.45, "seed": s, "steps": 10, "new": new,
                              "old": 0.4 - drop * scale, "drop": drop * scale, "kl base||ft": kl_s,
@@ -81,15 +83,22 @@ def _res(sft_new, rl_new, sft=(0.2, 0.5), rl=(0.1, 0.2), control=0.05):
 
 def test_claims_hold_at_matched_accuracy_and_fail_on_the_controls():
     verdicts = [c["verdict"] for c in razor.claims(_res(0.46, 0.47))]
-    # matched; RL drops less; RL's KL smaller; the 4 points of a seed near one line (R^2 > 0.5); control below RL
-    assert verdicts == ["holds"] * 5
+    # matched; RL drops less; RL's KL smaller; the 4 points of a seed near one line (R^2 > 0.5); each early
+    # control forgets less than the other method at the target
+    assert verdicts == ["holds"] * 6
     # control 1: unequal accuracy (SFT 0.46, RL 0.30): the condition fails here
     assert razor.claims(_res(0.46, 0.30))[0]["verdict"] == "fails here"
     # control 2: RL forgets as much as SFT, at the same KL: the claims of less forgetting and less KL fail
     same = razor.claims(_res(0.46, 0.47, rl=(0.2, 0.5)))
     assert [c["verdict"] for c in same[1:3]] == ["fails here", "fails here"]
-    # control 3: the unmatched SFT run forgets more than RL: the control's claim fails
-    assert razor.claims(_res(0.46, 0.47, control=0.3))[4]["verdict"] == "fails here"
+    # control 3: the early runs forget more than the other method at the target: the controls' claims fail
+    assert [c["verdict"] for c in razor.claims(_res(0.46, 0.47, early=(0.6, 0.6)))[4:]] == ["fails here"] * 2
+    # control 4: drops that do not follow the KL (the larger KL with the smaller drop): R^2 < 0.5, no line
+    flat = _res(0.46, 0.47, sft=(0.2, 0.5), rl=(0.3, 0.2))
+    for r in flat["runs"]:
+        if r["method"] in ("SFT", "RL") and r["lr"] == 3e-4:
+            r["drop"] = 0.7 - r["drop"]
+    assert razor.claims(flat)[3]["verdict"] != "holds"
 
 
 def test_bad_input_is_a_value_error():
@@ -104,8 +113,8 @@ def test_bad_input_is_a_value_error():
 def test_tiny_run_end_to_end_and_its_figure():
     preset = get_preset("cpu", sequences_per_step=64)
     res = razor.run_razor(_tiny(), preset, seeds=(0, 1), size="tiny", progress=False)
-    assert {r["method"] for r in res["runs"]} == {"SFT", "RL", "control"} and len(res["runs"]) == 6
-    assert len(res["claims"]) == 5 and all(c["verdict"] in ("holds", "fails here", "depends") for c in res["claims"])
+    assert {r["method"] for r in res["runs"]} == set(razor.METHODS) and len(res["runs"]) == 8
+    assert len(res["claims"]) == 6 and all(c["verdict"] in ("holds", "fails here", "depends") for c in res["claims"])
     for r in res["runs"]:
         assert r["drop"] == pytest.approx(res["base"]["old"] - r["old"]) and r["kl base||ft"] >= -1e-6
     fig = razor.figure(res)

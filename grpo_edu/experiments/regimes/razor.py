@@ -18,7 +18,8 @@ and some subtraction. From that base, per seed:
     SFT    train_sft on subtraction (batch ``SFT_BATCH``), one run per lr of ``sft_lrs``
     RL     GRPO on subtraction (beta 0: no KL penalty holds it near the base), one per lr of ``rl_lrs``
     both   stopped at the same greedy held-out subtraction accuracy ``target`` (checked every 2 steps)
-    control  SFT stopped at ``control`` < target: an unmatched comparison
+    controls  SFT and RL (each at its first lr) stopped at ``control`` < target ("SFT early", "RL early"):
+              comparisons at unequal accuracy
 
 MEASURED per run: greedy held-out accuracy on subtraction (new) and addition (old); the drop =
 the base's addition accuracy minus the run's; and KL between the run's policy pi and the base
@@ -53,6 +54,7 @@ OLD, NEW = ("+",), ("-",)
 BASE_TARGET = 0.3  # the base: the reference after SFT on "+" and "-" to this greedy held-out accuracy on both
 SFT_BATCH = 64  # problems per SFT step on the new task (small: the stop at the target is finer)
 CHECK_EVERY = 2  # steps between the accuracy checks that stop SFT and RL at the target
+METHODS = ("SFT", "RL", "SFT early", "RL early")  # the runs at the target, and the controls stopped early
 BETA = 0.0  # GRPO without the KL penalty: what keeps RL near the base is not a penalty
 DIRECTIONS = {"base||ft": "ref||pi", "ft||base": "pi||ref"}  # our name -> exact_kl's (pi = fine-tuned, ref = base)
 PRIMARY = "base||ft"  # the direction the claims and the fit use (the other is printed beside it)
@@ -146,8 +148,8 @@ def rl_run(base, preset, lr: float, target: float, seed: int, max_steps: int) ->
 
 def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", progress=True) -> dict:
     """Per seed, from the base (`make_base`, built once with the first seed): SFT at each lr of the
-    size and GRPO at each lr, each stopped at each target accuracy, and the unmatched SFT control;
-    each run's `measure`. ``runs``: one dict per run with "method" ("SFT", "RL", "control"), "lr",
+    size and GRPO at each lr, each stopped at each target accuracy, and the two unmatched controls;
+    each run's `measure`. ``runs``: one dict per run with "method" (`METHODS`), "lr",
     "target", "seed", "steps" and the measurements."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {list(SIZES)}, got {size!r}")
@@ -160,12 +162,12 @@ def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", prog
     base_acc = {"old": float(evaluate(base, old)), "new": float(evaluate(base, new))}
     ref_acc = {"old": float(evaluate(reference, old)), "new": float(evaluate(reference, new))}
     plan = [(m, lr, t) for t in z["targets"] for m, lrs in (("SFT", z["sft_lrs"]), ("RL", z["rl_lrs"])) for lr in lrs]
-    plan.append(("control", z["sft_lrs"][0], z["control"]))
+    plan += [("SFT early", z["sft_lrs"][0], z["control"]), ("RL early", z["rl_lrs"][0], z["control"])]
     progress_bar = bar(len(seeds) * len(plan), "RL's razor", progress)
     runs = []
     for seed in seeds:
         for method, lr, target in plan:
-            fn = rl_run if method == "RL" else sft_run
+            fn = rl_run if method.startswith("RL") else sft_run
             policy, steps = fn(base, preset, lr, target, seed, z["max_steps"])
             m = measure(policy, base, base_acc["old"], preset, z, seed)
             runs.append({"method": method, "lr": lr, "target": target, "seed": seed, "steps": steps, **m})
@@ -194,9 +196,17 @@ def line_fit(x, y) -> dict:
     return {"a": float(a), "b": float(b), "r2": r2, "n": len(x)}
 
 
+def r_squared(runs, key: str) -> float:
+    """R^2 of the line drop = a + b x over ``runs``, x each run's ``key`` (NaN: under 3 runs, or one x)."""
+    x = [r[key] for r in runs]
+    if len(x) < 3 or max(x) == min(x):
+        return float("nan")
+    return line_fit(x, [r["drop"] for r in runs])["r2"]
+
+
 def matched(res, seed=None, method=None) -> list:
-    """The runs stopped at a target (SFT and RL, not the control), of one seed and method when given."""
-    return [r for r in res["runs"] if r["method"] != "control" and (seed is None or r["seed"] == seed)
+    """The runs stopped at a target (SFT and RL, not the controls), of one seed and method when given."""
+    return [r for r in res["runs"] if r["method"] in ("SFT", "RL") and (seed is None or r["seed"] == seed)
             and (method is None or r["method"] == method)]  # fmt: skip
 
 
@@ -218,17 +228,15 @@ def per_seed(res, method: str, key: str, how: str = "mean") -> list:
 
 
 def claims(res) -> list:
-    """Shenfeld et al.'s claims and the unmatched control, each by the two-sided rule over the seeds."""
+    """Shenfeld et al.'s claims and the unmatched controls, each by the two-sided rule over the seeds."""
     n, kl = len(res["seeds"]), f"kl {PRIMARY}"
-    new = {m: per_seed(res, m, "new") for m in ("SFT", "RL", "control")}
-    drop = {m: per_seed(res, m, "drop", "best") for m in ("SFT", "RL", "control")}
+    new = {m: per_seed(res, m, "new") for m in METHODS}
+    drop = {m: per_seed(res, m, "drop", "best") for m in METHODS}
     div = {m: per_seed(res, m, kl, "best") for m in ("SFT", "RL")}
     other = {m: per_seed(res, m, "kl ft||base", "best") for m in ("SFT", "RL")}
     gap = [abs(a - b) for a, b in zip(new["SFT"], new["RL"], strict=True)]
-    r2 = []
-    for s in res["seeds"]:
-        pts = matched(res, s)
-        r2.append(line_fit([r[kl] for r in pts], [r["drop"] for r in pts])["r2"] if len(pts) >= 3 else float("nan"))
+    r2 = [r_squared(matched(res, s), kl) for s in res["seeds"]]
+    r2_new = [r_squared(matched(res, s), "new") for s in res["seeds"]]
     start = (f"base: addition {res['base']['old']:.3f}, subtraction {res['base']['new']:.3f} greedy (the reference: "
              f"{res['reference']['old']:.3f}, {res['reference']['new']:.3f})")  # fmt: skip
     fit = res["fit"][PRIMARY]
@@ -256,16 +264,24 @@ def claims(res) -> list:
         ),
         claim(
             "the forgetting follows that KL: one line drop = a + b KL fits SFT and RL runs together",
-            f"R^2 per seed {spread(r2, '.2f')}; all seeds: drop = {fit['a']:.3f} + {fit['b']:.3f} KL, R^2 "
-            f"{fit['r2']:.2f} on {fit['n']} runs ({rule(0.5, 0.2, 'R^2', n)})",
+            f"R^2 per seed {spread(r2, '.2f')} (of a line in the new-task accuracy instead: {spread(r2_new, '.2f')}); "
+            f"all seeds: drop = {fit['a']:.3f} + {fit['b']:.3f} KL, R^2 {fit['r2']:.2f} on {fit['n']} runs "
+            f"({rule(0.5, 0.2, 'R^2', n)})",
             verdict(r2, 0.5, 0.2),
         ),
         claim(
-            f"control, unequal accuracy: SFT stopped at {res['control']:g} (below the target) forgets less than RL "
-            "at the target (its least-forgetting lr)",
-            f"subtraction {spread(new['control'], '.3f')}, addition drop {spread(drop['control'], '.3f')} against "
-            f"RL's {spread(drop['RL'], '.3f')} ({rule(0.0, -0.02, 'RL minus control, per seed', n)})",
-            verdict(paired(drop["RL"], drop["control"]), 0.0, -0.02),
+            f"control, unequal accuracy: SFT stopped at {res['control']:g} forgets less than RL at the target",
+            f"SFT early: subtraction {spread(new['SFT early'], '.3f')}, addition drop "
+            f"{spread(drop['SFT early'], '.3f')}; RL at the target {spread(drop['RL'], '.3f')} "
+            f"({rule(0.0, -0.02, 'RL minus SFT early, per seed', n)})",
+            verdict(paired(drop["RL"], drop["SFT early"]), 0.0, -0.02),
+        ),
+        claim(
+            f"control, unequal accuracy: RL stopped at {res['control']:g} forgets less than SFT at the target",
+            f"RL early: subtraction {spread(new['RL early'], '.3f')}, addition drop "
+            f"{spread(drop['RL early'], '.3f')}; SFT at the target {spread(drop['SFT'], '.3f')} "
+            f"({rule(0.0, -0.02, 'SFT minus RL early, per seed', n)})",
+            verdict(paired(drop["SFT"], drop["RL early"]), 0.0, -0.02),
         ),
     ]
 
@@ -279,14 +295,15 @@ def figure(res):
 
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     axes = fig.subplots(1, 2)
-    marks = {"SFT": ("o", PALETTE[0]), "RL": ("s", PALETTE[1]), "control": ("^", "0.5")}
+    marks = {"SFT": ("o", PALETTE[0]), "RL": ("s", PALETTE[1]), "SFT early": ("^", PALETTE[0]),
+             "RL early": ("v", PALETTE[1])}  # fmt: skip
     for ax, d in zip(axes, DIRECTIONS, strict=True):
         for m, (marker, color) in marks.items():
             pts = [r for r in res["runs"] if r["method"] == m]
             if pts:
-                label = {"control": f"SFT stopped at {res['control']:g} (unmatched)"}.get(m, m)
-                ax.scatter([r[f"kl {d}"] for r in pts], [r["drop"] for r in pts], marker=marker, color=color,
-                           label=label, alpha=0.8)  # fmt: skip
+                label = f"{m[:-6]} stopped at {res['control']:g} (unmatched)" if m.endswith("early") else m
+                ax.scatter([r[f"kl {d}"] for r in pts], [r["drop"] for r in pts], marker=marker, label=label,
+                           **({"facecolors": "none", "edgecolors": color} if m.endswith("early") else {"color": color}))  # fmt: skip
         fit = res["fit"][d]
         xs = np.linspace(0.0, max(r[f"kl {d}"] for r in res["runs"]), 50)
         ax.plot(xs, fit["a"] + fit["b"] * xs, color="0.3", ls="--", label=f"fit over SFT and RL, R^2 {fit['r2']:.2f}")
