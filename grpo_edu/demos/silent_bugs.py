@@ -8,8 +8,13 @@ task override. `run_bugged` trains GRPO with `grpo_edu.train` and one bug in; `s
 healthy run and each bugged run from the same reference and seeds, for notebook 11's table.
 
     from grpo_edu.demos.silent_bugs import BUGS, BUG_NAMES, run_bugged
+    preset = get_preset("cpu", world="spread")                  # prompts that differ, as in LLM training
+    reference = reference_policy(preset)
     h = run_bugged("ratio_always_one", reference, preset)      # a History, config["bug"] names it
     h.series("ratio_std")                                       # 0.0 at every step: nothing clipped
+
+The default budget (30 steps of 256 completions, about 5 s on one thread) is where the healthy run
+learns visibly from the "spread" world's reference (held-out accuracy 0.34 -> 0.53 at seed 0).
 
 Every run (the healthy one too) also logs three measurements the library's loss does not:
 ``ratio_std`` (the spread of rho = pi_theta / pi_old over the loss's tokens), ``advantage_abs_max``
@@ -149,7 +154,8 @@ BUGS: dict[str, Bug] = {
             "the group statistics taken over rows that are not one prompt's samples (repeat vs repeat_interleave)",
             "TRL / OpenRLHF / verl threads on the order of generations: samples of a prompt assumed consecutive "
             "when they are interleaved, so each 'group' mixes prompts",
-            "frac_reward_zero_std falls (mixed groups tie less often than a prompt's own); learning slows",
+            "frac_reward_zero_std falls where prompts differ (mixed groups tie less often than a prompt's own); "
+            "nothing moves where every prompt is about as hard (the default world)",
             "plug group_advantages: rows j, j+n, j+2n, ... form a group (n = B / G)",
             plugs={"group_advantages": _misaligned_groups},
         ),
@@ -183,7 +189,7 @@ BUGS: dict[str, Bug] = {
             "k3_naive_float32",
             "k3 = exp(-x) - 1 + x computed naively in float32, where the log-ratio x is tiny (cancellation)",
             "verl / TRL discussions of the k3 estimator's numerics (low_var_kl clamps, float32 log-ratios)",
-            "only the logged kl at the first steps (quantised, can be negative); the training barely changes",
+            "only the logged kl at the first step (policy = reference): ~1e-9 instead of ~1e-14; training unchanged",
             "plug kl_estimate: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
             plugs={"kl_estimate": _k3_naive},
         ),
@@ -201,7 +207,8 @@ BUGS: dict[str, Bug] = {
             "the loss averaged over padding after <eos> as well as the completion's tokens",
             "TRL / OpenRLHF / open-r1 reports of completion masks that do not stop at <eos> (pad = eos "
             "confusions, masks built from attention masks)",
-            "the logged entropy moves (it averages the padding's positions) and the step shrinks",
+            "the logged entropy drops (it averages the padding's positions too) and so does grad_norm; "
+            "with Adam the updates barely change",
             "plug regularized_loss: mask and entropy_mask replaced by ones",
             plugs={"regularized_loss": _loss_over_padding},
         ),
@@ -218,7 +225,7 @@ BUGS: dict[str, Bug] = {
             "the sampler at one temperature and the trainer's log-probs at another",
             "TRL / verl / OpenRLHF reports of logits not divided by the sampling temperature in the trainer "
             "(vLLM samples at T, the loss recomputes at 1)",
-            "clip_ratio and the ratio's spread high from the first step, kl > 0 at step 1",
+            "kl > 0 at the first step (policy = reference), the ratio's spread and grad_norm larger",
             f"plug token_logprobs: the trainer's at temperature {TRAINER_TEMPERATURE}, the sampler's 1.0",
             plugs={"token_logprobs": _trainer_temperature},
         ),
@@ -226,7 +233,7 @@ BUGS: dict[str, Bug] = {
             "lr_past_collapse",
             "a learning rate past the collapse boundary",
             "TRL / open-r1 / verl threads on entropy collapse and reward crashes after a few hundred steps",
-            "grad_norm and kl jump, the entropy collapses, accuracy falls",
+            "kl jumps to nats per token and the entropy rises within a few steps; the reward and accuracy fall to 0",
             f"config lr={COLLAPSE_LR}",
             config={"lr": COLLAPSE_LR},
         ),
@@ -311,7 +318,7 @@ def run_bugged(
     task=None,
     seed: int = 0,
     steps: int = 30,
-    sequences_per_step: int = 128,
+    sequences_per_step: int = 256,
     progress: bool = False,
     eval_every: int = 10,
     **config,
@@ -376,7 +383,7 @@ def signatures(
     bugs=None,
     seeds=(0,),
     steps: int = 30,
-    sequences_per_step: int = 128,
+    sequences_per_step: int = 256,
     task=None,
     progress: bool = True,
     **config,

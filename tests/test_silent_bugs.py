@@ -1,0 +1,139 @@
+"""Each silent bug of `grpo_edu.demos.silent_bugs` leaves its signature in the logged metrics.
+
+One short run per bug and per seed (6 GRPO steps of 128 completions from the cached cpu reference
+of the "spread" world, seeds 0 and 1) and the healthy run from the same reference and seeds, shared
+by every test through a module-scoped fixture. Each bug's signature is a predicate of a bugged run
+and the healthy run of the same seed; the control of each assert is the healthy run itself, which
+must fail the predicate (its signature against itself is absent). Thresholds: the runs of
+2026-12-02 (this file's commit) printed, over the two seeds, e.g. mean frac_reward_zero_std 0.18
+and 0.11 bugged vs 0.71 and 0.64 healthy; each bound sits between the two with room on both sides.
+"""
+
+import numpy as np
+import pytest
+
+from grpo_edu import functional as Fn
+from grpo_edu import get_preset, make_task, reference_policy, setup_torch
+from grpo_edu.demos.silent_bugs import BUG_NAMES, BUGS, Bug, run_bugged
+
+SEEDS = (0, 1)
+STEPS, SEQUENCES = 6, 128
+
+
+def _first(h, key):
+    return float(h.series(key)[0])
+
+
+# name -> (what the signature says, predicate(bugged run, healthy run of the same seed) -> bool)
+SIGNATURES = {
+    "group_misaligned": (
+        "groups mixing prompts tie far less often: mean frac_reward_zero_std below 0.35",
+        lambda h, ok: np.mean(h.series("frac_reward_zero_std")) < 0.35,
+    ),
+    "ratio_always_one": (
+        "nothing is ever clipped and the ratio does not spread: clip_ratio and ratio_std are exactly 0",
+        lambda h, ok: np.max(h.series("clip_ratio")) == 0.0 and np.max(h.series("ratio_std")) == 0.0,
+    ),
+    "reference_is_policy": (
+        "the KL is exactly 0 at every step",
+        lambda h, ok: np.all(h.series("kl") == 0.0),
+    ),
+    "kl_sign_flipped": (
+        "the logged KL is negative at every step after the first",
+        lambda h, ok: np.max(h.series("kl")[1:]) < 0.0,
+    ),
+    "k3_naive_float32": (
+        "the first step's KL (policy = reference, log-ratios ~1e-7) is 100x the healthy run's in size",
+        lambda h, ok: abs(_first(h, "kl")) > 100 * abs(_first(ok, "kl")),
+    ),
+    "std_floor_too_small": (
+        "tied groups get full-size advantages: mean |A| above 0.5",
+        lambda h, ok: np.mean(h.series("advantage_abs_mean")) > 0.5,
+    ),
+    "loss_over_padding": (
+        "the first step's logged entropy (the same rollout) is lower by more than 0.03 nats",
+        lambda h, ok: _first(h, "entropy") < _first(ok, "entropy") - 0.03,
+    ),
+    "answers_cut": (
+        "nearly every completion is truncated and the reward is about 0",
+        lambda h, ok: np.mean(h.series("truncated_frac")) > 0.9 and np.mean(h.series("reward")) < 0.02,
+    ),
+    "temperature_mismatch": (
+        "the first step's KL (policy = reference) is above 1e-3: the trainer's log-probs are not the sampler's",
+        lambda h, ok: _first(h, "kl") > 1e-3,
+    ),
+    "lr_past_collapse": (
+        "the KL jumps above 1.5 nats per token within a few steps",
+        lambda h, ok: np.max(h.series("kl")) > 1.5,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    preset = get_preset("cpu", world="spread")
+    setup_torch(preset)
+    reference = reference_policy(preset, progress=False)
+    task = make_task(preset)
+    out = {}
+    for name in BUG_NAMES:
+        out[name] = [
+            run_bugged(
+                name,
+                reference,
+                preset,
+                task=task,
+                seed=preset.seed + s,
+                steps=STEPS,
+                sequences_per_step=SEQUENCES,
+                eval_every=STEPS,
+            )  # fmt: skip
+            for s in SEEDS
+        ]
+        assert Fn.PLUGGED == {}, f"{name}: a plug outlived its run"
+    return out
+
+
+def test_every_bug_has_a_signature_here():
+    assert set(SIGNATURES) == set(BUGS) and len(BUGS) >= 8
+    assert BUG_NAMES == ("healthy", *BUGS)
+    assert all(isinstance(b, Bug) and b.description and b.report and b.signature for b in BUGS.values())
+
+
+@pytest.mark.parametrize("name", list(SIGNATURES))
+def test_the_bug_shows_its_signature_on_every_seed_and_the_healthy_run_does_not(runs, name):
+    what, shows = SIGNATURES[name]
+    for bugged, healthy in zip(runs[name], runs["healthy"], strict=True):
+        assert bugged.config["bug"] == name and healthy.config["bug"] == "healthy"
+        assert shows(bugged, healthy), f"{name} (seed {bugged.config['seed']}): not seen: {what}"
+        assert not shows(healthy, healthy), f"control: the healthy run (seed {healthy.config['seed']}) shows: {what}"
+
+
+def test_the_healthy_run_is_the_same_as_a_plain_run_except_for_the_added_measurements(runs):
+    from grpo_edu import make_algorithm, train
+
+    preset = get_preset("cpu", world="spread")
+    reference = reference_policy(preset, progress=False)
+    plain = train(make_algorithm("grpo"), make_task(preset), reference, preset=preset, steps=2,
+                  sequences_per_step=SEQUENCES, seed=preset.seed, eval_every=STEPS, progress=False)  # fmt: skip
+    ours = runs["healthy"][0]
+    added = {"ratio_std", "advantage_abs_max", "advantage_abs_mean"}
+    for a, b in zip(plain.steps, ours.steps[:2], strict=True):
+        assert set(b) - set(a) == added
+        assert all(a[k] == b[k] for k in a if k != "seconds")
+    assert BUGS["ratio_always_one"].plugs  # control: a bug that plugs the loss changes these numbers
+    assert runs["ratio_always_one"][0].steps[0]["ratio_std"] != ours.steps[0]["ratio_std"]
+
+
+def test_a_bad_name_is_a_one_line_error_naming_the_bugs():
+    with pytest.raises(ValueError, match="unknown bug 'no_such_bug'") as e:
+        run_bugged("no_such_bug", None, None)
+    assert "\n" not in str(e.value) and all(n in str(e.value) for n in BUG_NAMES)
+
+
+def test_the_plug_is_gone_after_a_run_that_raises():
+    preset = get_preset("cpu", world="spread")
+    reference = reference_policy(preset, progress=False)
+    with pytest.raises(ValueError, match="sequences_per_step=12 is not a multiple of group_size=8"):
+        run_bugged("ratio_always_one", reference, preset, steps=1, sequences_per_step=12)
+    assert Fn.PLUGGED == {} and Fn._running == set()
