@@ -25,6 +25,7 @@ optimizer updates like the loss's own stats. They are taken from the inputs of
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from .. import plug
 from ..algorithms import make_algorithm
 from ..train import History, progress_bar, train
 
-__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "run_bugged", "signatures", "summary"]
+__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "injected", "run_bugged", "signatures", "summary"]
 
 TRAINER_TEMPERATURE = 0.7  # temperature_mismatch: the trainer's log-probs at 0.7, the sampler at the config's 1.0
 SHORT_LIMIT = 2  # answers_cut: tokens a completion may have (a 2-digit sum and <eos> need 3)
@@ -288,6 +289,16 @@ def _measured(inner):
         return loss, stats
 
     return clipped_surrogate_loss
+
+
+@contextlib.contextmanager
+def injected(bug):
+    """The bug's plugs in place for the ``with`` block, nothing else (no measurement, no config: the
+    bug's ``config`` and ``task`` are for the caller to apply). For a look at one batch, e.g.
+    ``with injected("group_misaligned"): batch = algorithm.prepare(rollout, scores)``."""
+    b = _bug(bug)
+    with plug(**({name: make(getattr(Fn, name)) for name, make in b.plugs.items()} if b else {})):
+        yield b
 
 
 def _plugs(bug: Bug | None) -> dict:
