@@ -93,12 +93,11 @@ def test_claims_hold_at_matched_accuracy_and_fail_on_the_controls():
     assert [c["verdict"] for c in same[1:3]] == ["fails here", "fails here"]
     # control 3: the early runs forget more than the other method at the target: the controls' claims fail
     assert [c["verdict"] for c in razor.claims(_res(0.46, 0.47, early=(0.6, 0.6)))[4:]] == ["fails here"] * 2
-    # control 4: drops that do not follow the KL (the larger KL with the smaller drop): R^2 < 0.5, no line
-    flat = _res(0.46, 0.47, sft=(0.2, 0.5), rl=(0.3, 0.2))
-    for r in flat["runs"]:
-        if r["method"] in ("SFT", "RL") and r["lr"] == 3e-4:
-            r["drop"] = 0.7 - r["drop"]
-    assert razor.claims(flat)[3]["verdict"] != "holds"
+    # control 4: drops that fall as the KL grows (drop = 0.7 - KL): a perfect line, but falling: fails here
+    falling = _res(0.46, 0.47)
+    for r in falling["runs"]:
+        r["drop"] = 0.7 - r["kl ft||base"]
+    assert razor.claims(falling)[3]["verdict"] == "fails here"
 
 
 def test_bad_input_is_a_value_error():

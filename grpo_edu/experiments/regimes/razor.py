@@ -27,8 +27,9 @@ pi_0 on subtraction prompts, both directions, per completion: the exact KL over 
 each token (`grpo_edu.functional.exact_kl`) summed over the completion, on completions sampled
 from the first argument's policy (by the chain rule that sum is the KL between the two
 distributions over whole completions, averaged over the samples): "base||ft" = KL(pi_0 || pi),
-sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy. The fit is a
-least-squares line drop = a + b KL over the SFT and RL runs together (the paper fits a curve
+sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy (the claims use
+this one, `PRIMARY`; both are printed). The fit is a least-squares line drop = a + b KL over every run
+(SFT and RL, at the target and stopped early) together (the paper fits a curve
 across methods; a line is the first term). The paper compares the methods' frontiers (the best
 retention a hyperparameter sweep reaches at a given new-task accuracy): the claims compare each
 method's least drop (and least KL) over its lrs, per target, per seed.
@@ -57,7 +58,7 @@ CHECK_EVERY = 2  # steps between the accuracy checks that stop SFT and RL at the
 METHODS = ("SFT", "RL", "SFT early", "RL early")  # the runs at the target, and the controls stopped early
 BETA = 0.0  # GRPO without the KL penalty: what keeps RL near the base is not a penalty
 DIRECTIONS = {"base||ft": "ref||pi", "ft||base": "pi||ref"}  # our name -> exact_kl's (pi = fine-tuned, ref = base)
-PRIMARY = "base||ft"  # the direction the claims and the fit use (the other is printed beside it)
+PRIMARY = "ft||base"  # the direction the claims use (the other is printed beside it): KL(pi || pi_0), as notebook 04's
 # "full": the verb's; "notebook": notebook 12 part 2's; "tiny": the tests' (seconds, numbers meaningless). GRPO at
 # lr 1e-3 (and with only negative samples at 3e-4) diverged from this base: subtraction fell to ~2% in 120 steps
 SIZES = {
@@ -175,9 +176,7 @@ def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", prog
     progress_bar.close()
     res = {"size": size, "seeds": list(seeds), "targets": list(z["targets"]), "control": z["control"], "base": base_acc,
            "reference": ref_acc, "base_sft_steps": steps_of(base_hist, z["base_steps"]), "runs": runs}  # fmt: skip
-    res["fit"] = {
-        d: line_fit([r[f"kl {d}"] for r in matched(res)], [r["drop"] for r in matched(res)]) for d in DIRECTIONS
-    }
+    res["fit"] = {d: line_fit([r[f"kl {d}"] for r in runs], [r["drop"] for r in runs]) for d in DIRECTIONS}
     res["claims"] = claims(res)
     return res
 
@@ -197,11 +196,13 @@ def line_fit(x, y) -> dict:
 
 
 def r_squared(runs, key: str) -> float:
-    """R^2 of the line drop = a + b x over ``runs``, x each run's ``key`` (NaN: under 3 runs, or one x)."""
+    """R^2 of the line drop = a + b x over ``runs``, x each run's ``key``, signed by the slope: -R^2 when
+    the drop falls as x grows (NaN: under 3 runs, or one x)."""
     x = [r[key] for r in runs]
     if len(x) < 3 or max(x) == min(x):
         return float("nan")
-    return line_fit(x, [r["drop"] for r in runs])["r2"]
+    fit = line_fit(x, [r["drop"] for r in runs])
+    return fit["r2"] if fit["b"] > 0 else -fit["r2"]
 
 
 def matched(res, seed=None, method=None) -> list:
@@ -233,9 +234,9 @@ def claims(res) -> list:
     new = {m: per_seed(res, m, "new") for m in METHODS}
     drop = {m: per_seed(res, m, "drop", "best") for m in METHODS}
     div = {m: per_seed(res, m, kl, "best") for m in ("SFT", "RL")}
-    other = {m: per_seed(res, m, "kl ft||base", "best") for m in ("SFT", "RL")}
+    other = {m: per_seed(res, m, "kl base||ft", "best") for m in ("SFT", "RL")}
     gap = [abs(a - b) for a, b in zip(new["SFT"], new["RL"], strict=True)]
-    r2 = [r_squared(matched(res, s), kl) for s in res["seeds"]]
+    r2 = [r_squared([r for r in res["runs"] if r["seed"] == s], kl) for s in res["seeds"]]
     r2_new = [r_squared(matched(res, s), "new") for s in res["seeds"]]
     start = (f"base: addition {res['base']['old']:.3f}, subtraction {res['base']['new']:.3f} greedy (the reference: "
              f"{res['reference']['old']:.3f}, {res['reference']['new']:.3f})")  # fmt: skip
@@ -257,14 +258,15 @@ def claims(res) -> list:
         claim(
             f"RL ends closer to the base than SFT in KL on the new task (KL({PRIMARY.replace('||', ' || ')}) per "
             "completion, least over the lrs)",
-            f"SFT {spread(div['SFT'], '.3f')}, RL {spread(div['RL'], '.3f')}; the other direction KL(ft || base): "
+            f"SFT {spread(div['SFT'], '.3f')}, RL {spread(div['RL'], '.3f')}; the other direction KL(base || ft): "
             f"SFT {spread(other['SFT'], '.3f')}, RL {spread(other['RL'], '.3f')} "
             f"({rule(0.0, 0.0, 'SFT minus RL, per seed', n)})",
             verdict(paired(div["SFT"], div["RL"]), 0.0, 0.0),
         ),
         claim(
-            "the forgetting follows that KL: one line drop = a + b KL fits SFT and RL runs together",
-            f"R^2 per seed {spread(r2, '.2f')} (of a line in the new-task accuracy instead: {spread(r2_new, '.2f')}); "
+            "the forgetting follows that KL: one line drop = a + b KL fits every run of a seed (SFT, RL, both early)",
+            f"R^2 per seed (negative: a falling line) {spread(r2, '.2f')} (a line in the new-task accuracy, over the runs at the target: "
+            f"{spread(r2_new, '.2f')}); "
             f"all seeds: drop = {fit['a']:.3f} + {fit['b']:.3f} KL, R^2 {fit['r2']:.2f} on {fit['n']} runs "
             f"({rule(0.5, 0.2, 'R^2', n)})",
             verdict(r2, 0.5, 0.2),
@@ -288,7 +290,7 @@ def claims(res) -> list:
 
 def figure(res):
     """The old task's drop against the KL to the base on the new task, each run a point (SFT, RL,
-    the unmatched control), the fitted line over SFT and RL; one panel per KL direction."""
+    both stopped early), the fitted line over every run; one panel per KL direction."""
     from matplotlib.figure import Figure
 
     from ...figures.plotstyle import PALETTE, set_alt
@@ -306,7 +308,7 @@ def figure(res):
                            **({"facecolors": "none", "edgecolors": color} if m.endswith("early") else {"color": color}))  # fmt: skip
         fit = res["fit"][d]
         xs = np.linspace(0.0, max(r[f"kl {d}"] for r in res["runs"]), 50)
-        ax.plot(xs, fit["a"] + fit["b"] * xs, color="0.3", ls="--", label=f"fit over SFT and RL, R^2 {fit['r2']:.2f}")
+        ax.plot(xs, fit["a"] + fit["b"] * xs, color="0.3", ls="--", label=f"fit over every run, R^2 {fit['r2']:.2f}")
         ax.axhline(0.0, color="0.8", lw=0.8)
         ax.set_xlabel(f"KL({d.replace('||', ' || ')}) per completion on subtraction prompts (nats)")
         ax.set_ylabel("addition accuracy drop from the base")
@@ -316,4 +318,4 @@ def figure(res):
     fig.suptitle(f"Teaching subtraction by SFT and by RL to {targets} accuracy: what addition loses")
     return set_alt(fig, "Scatter: the drop in addition accuracy against the KL between the fine-tuned policy and "
                    "the base on subtraction prompts, one point per run, SFT and RL stopped at the same subtraction "
-                   "accuracy, and SFT stopped earlier; dashed: the least-squares line over SFT and RL.")  # fmt: skip
+                   "accuracy, and both stopped earlier; dashed: the least-squares line over every run.")  # fmt: skip
