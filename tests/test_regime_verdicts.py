@@ -53,11 +53,13 @@ def _run(name):
         return regimes.negative_samples.run_negative_samples(
             ref, preset, seeds=SEEDS, size="tiny", references={"spread": ref}, progress=False
         )
+    if name == "razor":
+        return regimes.razor.run_razor(_tiny_ref(), preset, seeds=SEEDS, size="tiny", progress=False)
     raise AssertionError(name)
 
 
 PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking", "spurious_rewards",
-          "negative_samples")  # fmt: skip
+          "negative_samples", "razor")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PINNED)
