@@ -32,6 +32,7 @@ HOMEWORKS = {
     "hw2": ("hw2_baselines", "baselines"),
     "hw3": ("hw3_ppo", "PPO"),
     "hw4": ("hw4_grpo", "GRPO"),
+    "hw5": ("hw5_diagnosis", "diagnose a silent bug"),
 }
 TAGS = {"passed": "PASS", "not implemented": "TODO", "wrong": "WRONG", "crashed": "CRASH",
         "error": "ERROR", "skipped": "SKIP"}  # fmt: skip

@@ -32,6 +32,8 @@ def test_starter_fails_every_graded_test_with_not_implemented(hw):
     report = grade(hw, STARTERS[hw])
     assert report.results and len(report.results) == report.collected, report.summary()
     other = [r for r in report.results if r.verdict != "not implemented"]
+    if hw == "hw5":  # Part B hands out two functions with a planted bug each: they fail as "wrong"
+        other = [r for r in other if not (r.verdict == "wrong" and not r.name.startswith("test_diagnose"))]
     assert not other, "the untouched starter must fail only with NotImplementedError:\n" + report.summary()
     assert report.score == 0 and report.pytest_exit_code == 1
 
@@ -51,7 +53,8 @@ def test_starter_matches_solution_and_library_signatures(hw):
                 (p.name, p.default) for p in lib.parameters.values()
             ], name
         doc = getattr(starter, name).__doc__
-        assert doc and "Equation" in doc and "Returns" in doc, f"{hw}.{name}: docstring with the equation and shapes"
+        equation = "Equation" in doc or (hw, name) == ("hw5", "diagnose")  # a diagnosis has no equation
+        assert doc and equation and "Returns" in doc, f"{hw}.{name}: docstring with the equation and shapes"
 
 
 @pytest.mark.parametrize("hw", list(HOMEWORKS))
@@ -111,3 +114,55 @@ def test_starter_experiments_run_with_the_solution(monkeypatch):
     runs = mods["hw4"].experiment("loss_type", ("sequence_mean", "constant"), steps=1, seeds=(0,), **tiny)
     assert list(runs) == ["loss_type=sequence_mean", "loss_type=constant"]
     mods["hw4"].plot_metrics(runs, keys=("reward", "completion_length"))
+    runs = mods["hw5"].practice_runs(names=("healthy", "answers_cut"), steps=2, sequences_per_step=32)
+    assert list(runs) == ["healthy", "answers_cut"] and len(runs["healthy"][0].steps) == 2
+    assert 0.0 <= mods["hw5"].score(runs) <= 1.0
+
+
+# ------------------------------------------------------- hw5: the diagnosis is scored fairly
+
+
+def _hw5_answering(folder, answer: str):
+    """The hw5 solution with a ``diagnose`` that always returns ``answer``."""
+    path = folder / "hw5_constant.py"
+    path.write_text(
+        "from course.autograde import load_module\n"
+        f"_solution = load_module({str(SOLUTIONS['hw5'])!r})\n"
+        "__all__ = _solution.__all__\n"
+        "group_advantages, clipped_surrogate_loss = _solution.group_advantages, _solution.clipped_surrogate_loss\n\n\n"
+        f"def diagnose(history):\n    return {answer!r}\n"
+    )
+    return path
+
+
+def test_hw5_a_constant_diagnosis_scores_chance(tmp_path):
+    """Balanced held-out runs (as many per class): answering one class always scores exactly
+    1 / (number of classes) of Part A's points, whichever class (graded end to end for "healthy"
+    and two bugs); the solution (the control) scores all of them."""
+    from collections import Counter
+
+    from course.hw5_diagnosis.make_data import load_runs
+
+    data = load_runs()
+    classes = data["meta"]["classes"]
+    counts = Counter(run["label"] for run in data["runs"])
+    assert len(classes) >= 9 and "healthy" in classes and set(counts) == set(classes)
+    assert len(set(counts.values())) == 1, f"not balanced: {counts}"
+    for answer in ("healthy", classes[1], classes[-1]):
+        report = grade("hw5", _hw5_answering(tmp_path, answer), pytest_args=["-k", "diagnose"])
+        part_a = [r for r in report.results if r.name.startswith("test_diagnose")]
+        assert part_a and len(part_a) == report.collected, report.summary()
+        got = sum(r.points for r in part_a if r.verdict == "passed") / sum(r.points for r in part_a)
+        assert got == pytest.approx(1 / len(classes)), f"always {answer!r}: {got:.3f} of Part A\n{report.summary()}"
+    report = grade("hw5", SOLUTIONS["hw5"], pytest_args=["-k", "diagnose"])
+    assert report.results and report.all_passed, report.summary()
+
+
+def test_hw5_an_unknown_name_is_a_one_line_error_listing_the_names(tmp_path):
+    from grpo_edu.demos.silent_bugs import BUG_NAMES
+
+    report = grade("hw5", _hw5_answering(tmp_path, "overfitting"), pytest_args=["-k", "diagnose"])
+    assert report.results and all(r.verdict == "wrong" for r in report.results), report.summary()
+    message = report.results[0].message
+    assert len(message.splitlines()) == 1 and "'overfitting'" in message and "not a known name" in message, message
+    assert all(name in message for name in BUG_NAMES), message

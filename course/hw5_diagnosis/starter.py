@@ -153,13 +153,14 @@ def clipped_surrogate_loss(
 
 def practice_runs(names=None, seeds=(0,), **kwargs) -> dict:
     """Part A's practice set: ``{name: [History per seed]}``, one GRPO run per class
-    (``"healthy"`` and each bug of README.md's table) and seed, from the course's SFT
-    reference (``grpo_edu.demos.silent_bugs.run_bugged``; ``kwargs`` go to it, e.g.
-    ``steps=``). The grader uses other seeds and another reference: do not tune to these."""
+    (``"healthy"`` and each bug of ``grpo_edu.demos.silent_bugs``; ``names`` picks some) and
+    seed, from the notebook's reference (the ``world="spread"`` SFT reference), through
+    ``grpo_edu.demos.silent_bugs.run_bugged`` (``kwargs`` go to it, e.g. ``steps=``; about 5 s a
+    run on one thread). The grader uses other seeds and another reference: do not tune to these."""
     from grpo_edu import get_preset, reference_policy
     from grpo_edu.demos.silent_bugs import BUG_NAMES, run_bugged
 
-    preset = get_preset("cpu")
+    preset = get_preset("cpu", world="spread")  # the notebook's and the grader's world
     reference = reference_policy(preset, progress=False)
     names = BUG_NAMES if names is None else tuple(names)
     return {name: [run_bugged(name, reference, preset, seed=seed, **kwargs) for seed in seeds] for name in names}

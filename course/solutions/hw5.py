@@ -6,19 +6,88 @@ Written independently of grpo_edu: ``diagnose`` reads only the run's metrics
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 __all__ = ["diagnose", "group_advantages", "clipped_surrogate_loss"]
 
 
+G = 8  # GRPO's group size in every graded run (GRPOConfig's default)
+SQRT_G_MINUS_1 = math.sqrt(G - 1)  # the largest |z-score| a group of G can hold: one sample against G - 1 equal ones
+DEFAULT_EPS = 1e-4  # GRPOConfig's adv_eps
+
+
+def _binomial_frac_zero_std(r: float) -> float:
+    """P(a group of G 0/1 rewards is all equal) if every sample were right with the batch's rate r,
+    independently of its prompt: (1 - r)^G + r^G. A prompt's own G samples tie MORE often than that
+    when prompts differ in difficulty (easy prompts: all right; hard ones: all wrong)."""
+    return (1 - r) ** G + r**G
+
+
 def diagnose(history) -> str:
-    """Part A: the class of a run from its metrics (the rules below, from the signatures).
+    """Part A: the class of a run from its metrics (a decision list, from the signatures).
+
+    Each rule reads a quantity that the healthy run pins down whatever the reference: an exact
+    zero, the value at step 1 (where the policy IS the reference), a ceiling of the group z-score,
+    or a ratio to what 0/1 rewards would give. Absolute levels (entropy, grad_norm, accuracy) differ
+    between references and are avoided, except for a collapse to a fraction of the run's own start.
 
     Returns:
         "healthy" or a bug name.
     """
-    raise NotImplementedError("the rules come with the data")
+    steps = history.steps
+    series = {k: [s[k] for s in steps] for k in steps[0]}
+    kl, first = series["kl"], steps[0]
+
+    # answers_cut: the very first rollout (from the reference, before any update) already has most
+    # answers cut at the length limit; a healthy reference ends nearly every answer with <eos>.
+    if first["truncated_frac"] > 0.2:
+        return "answers_cut"
+    # kl_sign_flipped: a KL estimate of a distribution to itself is >= 0 in expectation (k3 >= 0 per
+    # token); a logged KL that is negative at most steps is the penalty's sign turned around.
+    if sorted(kl)[len(kl) // 2] < 0:
+        return "kl_sign_flipped"
+    # reference_is_policy: the policy moves (clip_ratio > 0, ratio_std > 0) yet the KL to the
+    # reference is exactly 0 at every step: the reference moves with it.
+    if all(v == 0.0 for v in kl):
+        return "reference_is_policy"
+    # ratio_always_one: with 2 epochs x 2 minibatches per batch, the ratio pi/pi_old leaves 1 after
+    # the first update; exactly 0 spread and exactly 0 clipping at every step means pi_old = pi.
+    if all(v == 0.0 for v in series["ratio_std"]) and all(v == 0.0 for v in series["clip_ratio"]):
+        return "ratio_always_one"
+    # At step 1 the policy IS the reference: the true KL is 0 and the logged k3 is the rounding of
+    # the two log-prob computations, ~(1e-7)^2 / 2 ~ 1e-14.
+    # temperature_mismatch: the trainer's log-probs at another temperature than the reference's:
+    # a real KL (~0.05) at step 1.
+    if first["kl"] > 1e-4:
+        return "temperature_mismatch"
+    # k3_naive_float32: exp(-x) - 1 + x in float32 cancels to multiples of 2^-24 per token: ~1e-9,
+    # four orders of magnitude above the healthy ~1e-14 (and can be negative).
+    if abs(first["kl"]) > 1e-11:
+        return "k3_naive_float32"
+    # lr_past_collapse: the KL jumps to nats per token and the reward collapses to a fraction of
+    # the run's own start (a healthy run keeps or raises its reward).
+    reward = series["reward"]
+    late = sum(reward[-10:]) / len(reward[-10:])
+    if max(kl) > 1.0 and late < 0.3 * reward[0]:
+        return "lr_past_collapse"
+    # std_floor_too_small: for a 0/1 reward the largest advantage is that of the one right answer
+    # among G (or the one wrong one): |A| = sqrt(G-1) / (1 + eps/std) = 2.6450 with eps = 1e-4.
+    # Reaching the ceiling sqrt(G-1) = 2.6458 itself needs a floor negligible against the spread;
+    # with the KL in the reward, noise-level spreads get z-scored to full size.
+    ceiling = SQRT_G_MINUS_1 / (1 + DEFAULT_EPS / math.sqrt((G - 1) / G**2))
+    if max(series["advantage_abs_max"]) > (ceiling + SQRT_G_MINUS_1) / 2:
+        return "std_floor_too_small"
+    # group_misaligned: groups that mix G prompts tie (all right or all wrong) about as often as
+    # independent samples at the batch's reward rate; a prompt's own samples tie far more often
+    # where prompts differ (the graded runs' "spread" world: easy prompts all right, hard ones all
+    # wrong). The excess of frac_reward_zero_std over the independent prediction, averaged over steps:
+    excess = sum(s["frac_reward_zero_std"] - _binomial_frac_zero_std(s["reward"]) for s in steps) / len(steps)
+    if excess < 0.15:
+        return "group_misaligned"
+    return "healthy"
 
 
 def group_advantages(
