@@ -50,13 +50,19 @@ def plot_signatures(runs: Mapping[str, Sequence], metrics: Sequence[str] = METRI
     if not metrics:
         raise ValueError("metrics must name at least one metric")
     bugs = [n for n in runs if n != "healthy"]
-    fig = Figure(figsize=(1.55 * len(metrics) + 1.2, 1.0 * len(bugs) + 1.3), layout="constrained")
-    axes = fig.subplots(len(bugs), len(metrics), squeeze=False, sharex=True, sharey="col")
+    width, height = 1.55 * len(metrics) + 1.2, 1.0 * len(bugs) + 1.3
+    fig = Figure(figsize=(width, height))  # a fixed layout: constrained layout takes long on 100 panels
+    axes = fig.subplots(len(bugs), len(metrics), squeeze=False, sharey="col")  # x shared by hand: 100 siblings are slow
+    fig.subplots_adjust(left=1.1 / width, right=1 - 0.1 / width, top=1 - 0.55 / height, bottom=0.75 / height,
+                        wspace=0.5, hspace=0.3)  # fmt: skip
+    last_step = max(h.steps[-1]["step"] for hs in runs.values() for h in hs if h.steps)
     for r, name in enumerate(bugs):
         for c, key in enumerate(metrics):
             ax = axes[r, c]
             _band(ax, [_curve(h, key) for h in runs["healthy"]], "healthy", "gray", lw=1.0)
             _band(ax, [_curve(h, key) for h in runs[name]], "bugged", PALETTE[5], lw=1.2)
+            ax.set_xlim(0, last_step)
+            ax.tick_params(labelbottom=r == len(bugs) - 1)
             if key in SYMLOG:
                 ax.set_yscale("symlog", linthresh=SYMLOG[key])
             ax.tick_params(labelsize=6, length=2, pad=1)
@@ -68,7 +74,7 @@ def plot_signatures(runs: Mapping[str, Sequence], metrics: Sequence[str] = METRI
                 ax.set_xlabel("RL step", fontsize=7)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     labels = [lab.replace("bugged", "the row's bug") for lab in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8)
+    fig.legend(handles, labels, loc="lower center", ncols=2, fontsize=8, frameon=False)
     seeds = sorted({len(hs) for hs in runs.values()})
     fig.suptitle(
         f"Each bug (orange) against the healthy run (gray), same reference and seeds "
