@@ -46,6 +46,7 @@ QUESTIONS = {
     "q-reward-hacking": "the reward gets hacked",
     "q-sampler-mismatch": "sampler and trainer log-probs disagree",
     "q-pass-at-k": "pass@k vs pass@1",
+    "q-silent-bugs": "which silent bug: reward flat, clip_ratio 0, KL negative or 0, advantages huge (issue 35)",
 }
 
 _LABEL = re.compile(r"^\(([\w-]+)\)=\s*$")
