@@ -137,11 +137,15 @@ def test_the_schedule_names_every_notebook_and_homework_once_in_course_order():
     handouts = [h for row in rows for h in row["handouts"]]
     assert handouts == HOMEWORK, handouts
     assert [row["week"] for row in rows] == list(range(len(rows)))
-    # each set comes out after the notebook it goes with (hwN after notebook 0N) and is due a week later
+    # each set comes out after the notebook it goes with (its handout's "Goes with" line names it first:
+    # hw1-hw4 with notebooks 01-04, hw5 with 11) and is due a week later
     for row in rows:
         for h in row["handouts"]:
             n = int(h[2])
-            assert row["notebooks"] and row["notebooks"][-1].startswith(f"0{n}_"), (h, row["notebooks"])
+            goes_with = (ROOT / "course" / h / "README.md").read_text().split("Goes with", 1)[1].split("\n\n", 1)[0]
+            nb = re.search(r"notebooks?[/ ](\d\d)", goes_with)
+            assert nb, f"{h}/README.md: its 'Goes with' line names no notebook"
+            assert row["notebooks"] and row["notebooks"][-1].startswith(f"{nb[1]}_"), (h, row["notebooks"])
             due = next(r for r in rows if r["week"] == row["week"] + 1)
             assert f"HW{n} due" in due["homework"], (h, due["homework"])
 
