@@ -53,6 +53,7 @@ BLOCKS = {
     "compare3": Block(M, ("grpo-edu compare --preset cpu --seeds 3 --steps 150",)),
     "compare1": Block(M, ("grpo-edu compare --preset cpu",)),
     "regimes": Block(M, REGIMES),
+    "rlchanges": Block(M, ("grpo-edu regimes --preset cpu --only spurious_rewards,negative_samples --seeds 3",)),
     "razor": Block(M, ("grpo-edu regimes --preset cpu --only razor --seeds 3",)),
     "ablate": Block(M, ("grpo-edu ablate --preset cpu --seeds 3",)),
     "ablateproto": Block(M, ("grpo-edu ablate --preset cpu --seeds 3 --rows 'five slow settings'",)),
