@@ -299,18 +299,18 @@ def spurious_rewards(correct: Tensor, signal: str = "true", p: float = 0.5, gene
 def signed_advantages(advantages: Tensor, sign: str = "both", positive_weight: float = 1.0) -> Tensor:
     """The advantage with one sign kept, or the positive one weighted (Zhu et al. 2025):
 
-        A'_i = lambda_+ max(A_i, 0) + lambda_- min(A_i, 0)
+        A'_i = lambda_pos max(A_i, 0) + lambda_neg min(A_i, 0)
 
-    ``sign="both"``: lambda_+ = ``positive_weight``, lambda_- = 1 (W-REINFORCE: lambda_+ = 0.1);
-    ``"negative"`` (NSR, only the wrong answers pushed down): lambda_+ = 0, lambda_- = 1;
-    ``"positive"`` (PSR, only the right answers pulled up): lambda_+ = ``positive_weight``, lambda_- = 0.
+    ``sign="both"``: lambda_pos = ``positive_weight``, lambda_neg = 1 (W-REINFORCE: lambda_pos = 0.1);
+    ``"negative"`` (NSR, only the wrong answers pushed down): lambda_pos = 0, lambda_neg = 1;
+    ``"positive"`` (PSR, only the right answers pulled up): lambda_pos = ``positive_weight``, lambda_neg = 0.
     advantages: [B] or [B, T]; returns the same shape.
     """
     _choice("sign", sign, ("both", "negative", "positive"))
     _in_range("positive_weight", positive_weight)
-    lam_pos = 0.0 if sign == "negative" else positive_weight
-    lam_neg = 0.0 if sign == "positive" else 1.0
-    return lam_pos * advantages.clamp(min=0) + lam_neg * advantages.clamp(max=0)
+    lambda_pos = 0.0 if sign == "negative" else positive_weight
+    lambda_neg = 0.0 if sign == "positive" else 1.0
+    return lambda_pos * advantages.clamp(min=0) + lambda_neg * advantages.clamp(max=0)
 
 
 # --------------------------------------------------------------- log-probs, entropy, KL
