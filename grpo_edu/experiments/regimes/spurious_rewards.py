@@ -85,7 +85,8 @@ def clip_bias(reference, task, preset, seed: int = 0, draws: int = 8, prompts: i
     of `SCHEDULES`, ``draws`` independent random rewards (p = 0.5), each trained on from the reference
     (one `grpo_edu.train.update`, a fresh optimizer); per draw the change, on that batch's states, of the
     mean token entropy (``dH``) and of the mean log pi of the sampled tokens (``dlogp``), and the clip
-    fractions. The mean over draws is the schedule's bias; the noise averages out as 1/sqrt(draws)."""
+    fractions. The mean over draws is the schedule's bias; the noise averages out as 1/sqrt(draws).
+    The control "several, true reward" trains on the true reward (its draws differ only in the shuffle)."""
     import torch
 
     from ... import functional as Fn
@@ -105,11 +106,13 @@ def clip_bias(reference, task, preset, seed: int = 0, draws: int = 8, prompts: i
 
     h0, lp0 = stats(reference)
     out = {}
-    for name, knobs in SCHEDULES.items():
+    settings = {name: ("random", knobs) for name, knobs in SCHEDULES.items()}
+    settings["several, true reward"] = ("true", SCHEDULES["several"])  # the control: a reward that sharpens
+    for name, (signal, knobs) in settings.items():
         rows = []
         for d in range(draws):
             policy = copy.deepcopy(reference)
-            algo = make_algorithm("grpo", reward_signal="random", beta=BETA, **knobs)
+            algo = make_algorithm("grpo", reward_signal=signal, beta=BETA, **knobs)
             algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed * 1000 + d))
             st = update(algo, ro, scores)
             h, lp = stats(policy)
