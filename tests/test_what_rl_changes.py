@@ -117,13 +117,14 @@ def test_random_reward_ignores_the_answers(task, tiny_policy):
             ro, scores, _ = _group_batch(task, tiny_policy, r)
             adv[signal, name] = algo.prepare(ro, scores).advantages
     assert torch.equal(adv["random", "one right"], adv["random", "all wrong"])
+    assert adv["random", "all wrong"].abs().sum() > 0  # the draws vary: a constant reward would give A = 0
     assert not torch.equal(adv["true", "one right"], adv["true", "all wrong"])
 
 
-def test_nsr_pushes_only_the_wrong_answers_down(task, tiny_policy):
-    """One optimizer step of NSR lowers log pi of the wrong answers and leaves the right answer's
-    advantage out of the gradient: the step's gradient is the gradient of the wrong answers' term
-    alone, and PSR's is the right answer's alone (the controls: each other and plain GRPO)."""
+def test_nsr_and_psr_split_grpos_gradient(task, tiny_policy):
+    """The loss's gradient under NSR (the negative advantages only) plus PSR's (the positive ones only)
+    is plain GRPO's, W-REINFORCE's is NSR's plus 0.1 PSR's, and dropping a sign changes it (the
+    control: NSR's gradient is not GRPO's). No optimizer step is taken here."""
     ro, scores, _ = _group_batch(task, tiny_policy, R)
 
     def grad(**knobs):
@@ -206,15 +207,21 @@ def test_the_regimes_run_tiny_and_draw(tmp_path):
         SR.run_spurious(ref, preset, runs=("random, twice",))
 
 
-def test_clip_bias_one_update_has_no_clip():
+def test_clip_bias_one_update_has_no_clip(monkeypatch):
     """SR.clip_bias on a tiny batch: one update per batch never clips (the ratio is 1 at its only step);
-    several updates with the clip off never clip either; every draw is measured."""
+    several updates with the clip off never clip either; with a clip range narrow enough for the tiny
+    model's steps several updates do clip (the control); every draw is measured."""
     from grpo_edu import get_preset, make_task
     from grpo_edu.experiments.regimes import spurious_rewards as SR
 
     preset = get_preset("cpu")
     b = SR.clip_bias(_tiny_ref(), make_task(preset), preset, seed=0, draws=2, prompts=4)
-    assert set(b["schedules"]) == {*SR.SCHEDULES, "several, true reward"}
+    assert set(b["schedules"]) == {*SR.SCHEDULES, "one update, true reward", "several, true reward"}
     assert all(len(v["dH"]) == 2 for v in b["schedules"].values())
-    for name in ("one update", "several, no clip"):
+    for name in ("one update", "several, no clip", "one update, true reward"):
         assert b["schedules"][name]["clip_high"] == [0.0, 0.0] and b["schedules"][name]["clip_low"] == [0.0, 0.0]
+    # the control: several updates do clip once the range is narrow enough for this tiny model's small steps
+    monkeypatch.setitem(SR.SCHEDULES, "several", dict(epochs=4, minibatches=4, eps_low=1e-4, eps_high=1e-4))
+    narrow = SR.clip_bias(_tiny_ref(), make_task(preset), preset, seed=0, draws=2, prompts=4)["schedules"]
+    assert sum(narrow["several"]["clip_high"]) + sum(narrow["several"]["clip_low"]) > 0
+    assert narrow["one update"]["clip_high"] == [0.0, 0.0] and narrow["one update"]["clip_low"] == [0.0, 0.0]

@@ -12,7 +12,7 @@ advantage A_i = (r_i - mean) / std: NSR keeps A_i < 0, PSR A_i > 0, W-REINFORCE 
 (`functional.signed_advantages`). Zhu et al.'s objective has no baseline (A = r = +-1); with the
 group mean a wrong answer in an all-wrong group has A = 0, so ours pushes down only the wrong
 answers of groups with a right one. The world is the spread one (notebook 08: a reference taught only
-operands < 60, sure of the easy prompts and lost on the hard ones), where pass@k stands far above
+operands < 60, better on the easy prompts than on the hard ones), where pass@k stands far above
 pass@1. MEASURED per run: pass@k (k up to the largest of ``pass_ks``, n = that many answers per
 prompt), greedy held-out accuracy and the entropy of the policy on its own samples.
 """
