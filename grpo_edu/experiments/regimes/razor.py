@@ -9,8 +9,8 @@ samples, lands on solutions near the base in KL, SFT can be pulled anywhere its 
 
 Here the old task is addition, the new one subtraction (``ArithmeticTask(ops=("-",))``: the same
 prompt format, ``43-18=`` -> ``52``, reversed). The default reference knows no subtraction: its
-sampled accuracy there is below 1%, so a 0/1 reward almost never fires and GRPO cannot start from
-it (measured: 40 steps at lr 1e-3 left it under 2%). The paper's base models already solved part of
+sampled accuracy there is below 1%, so a 0/1 reward almost never fires, and GRPO did not start from
+it in the one run tried (40 steps at lr 1e-3 left it under 2%). The paper's base models already solved part of
 their new tasks; so the base here is the reference after a short SFT on both operations
 (`train_sft` on ``ops=("+", "-")`` to ``BASE_TARGET`` greedy held-out accuracy): it knows addition
 and some subtraction. From that base, per seed:
@@ -27,12 +27,16 @@ pi_0 on subtraction prompts, both directions, per completion: the exact KL over 
 each token (`grpo_edu.functional.exact_kl`) summed over the completion, on completions sampled
 from the first argument's policy (by the chain rule that sum is the KL between the two
 distributions over whole completions, averaged over the samples): "base||ft" = KL(pi_0 || pi),
-sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy (the claims use
-this one, `PRIMARY`; both are printed). The fit is a least-squares line drop = a + b KL over every run
+sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy. The paper
+calls its measure the forward KL between the fine-tuned and the base policy on the new task; summaries
+of it (not its text, which we did not check) write that KL(pi_0 || pi), so the claims use "base||ft"
+(`PRIMARY`) and both are printed. The fit is a least-squares line drop = a + b KL over every run
 (SFT and RL, at the target and stopped early) together (the paper fits a curve
 across methods; a line is the first term). The paper compares the methods' frontiers (the best
-retention a hyperparameter sweep reaches at a given new-task accuracy): the claims compare each
-method's least drop (and least KL) over its lrs, per target, per seed.
+retention a hyperparameter sweep reaches at a given new-task accuracy): the claims compare, per target
+and seed, each method's least-forgetting run (`frontier`: the least drop over its lrs, among the runs
+that reached the target), and that run's new-task accuracy and KL. Both methods sweep the same lrs
+(GRPO at 1e-3 diverged from this base, so neither goes there): a least over more runs would favour one.
 """
 
 from __future__ import annotations
@@ -58,11 +62,11 @@ CHECK_EVERY = 2  # steps between the accuracy checks that stop SFT and RL at the
 METHODS = ("SFT", "RL", "SFT early", "RL early")  # the runs at the target, and the controls stopped early
 BETA = 0.0  # GRPO without the KL penalty: what keeps RL near the base is not a penalty
 DIRECTIONS = {"base||ft": "ref||pi", "ft||base": "pi||ref"}  # our name -> exact_kl's (pi = fine-tuned, ref = base)
-PRIMARY = "ft||base"  # the direction the claims use (the other is printed beside it): KL(pi || pi_0), as notebook 04's
+PRIMARY = "base||ft"  # the direction the claims use (the other is printed beside it): KL(pi_0 || pi), sampled from pi_0
 # "full": the verb's; "notebook": notebook 12 part 2's; "tiny": the tests' (seconds, numbers meaningless). GRPO at
 # lr 1e-3 (and with only negative samples at 3e-4) diverged from this base: subtraction fell to ~2% in 120 steps
 SIZES = {
-    "full": dict(targets=(0.5,), control=0.3, sft_lrs=(3e-5, 1e-4, 3e-4, 1e-3), rl_lrs=(3e-5, 1e-4, 3e-4), max_steps=250,
+    "full": dict(targets=(0.5,), control=0.3, sft_lrs=(3e-5, 1e-4, 3e-4), rl_lrs=(3e-5, 1e-4, 3e-4), max_steps=250,
                  kl_prompts=200, kl_group=4, base_steps=1000),
     "notebook": dict(targets=(0.45,), control=0.3, sft_lrs=(1e-4, 3e-4), rl_lrs=(1e-4, 3e-4), max_steps=120,
                      kl_prompts=100, kl_group=4, base_steps=1000),
@@ -195,14 +199,29 @@ def line_fit(x, y) -> dict:
     return {"a": float(a), "b": float(b), "r2": r2, "n": len(x)}
 
 
-def r_squared(runs, key: str) -> float:
-    """R^2 of the line drop = a + b x over ``runs``, x each run's ``key``, signed by the slope: -R^2 when
-    the drop falls as x grows (NaN: under 3 runs, or one x)."""
-    x = [r[key] for r in runs]
+def r_squared(runs, key: str, log: bool = False) -> float:
+    """R^2 of the line drop = a + b x over ``runs``, x each run's ``key`` (its log10 if ``log``), signed by
+    the slope: -R^2 when the drop falls as x grows (NaN: under 3 runs, or one x)."""
+    x = [float(np.log10(r[key])) if log else r[key] for r in runs]
     if len(x) < 3 or max(x) == min(x):
         return float("nan")
     fit = line_fit(x, [r["drop"] for r in runs])
     return fit["r2"] if fit["b"] > 0 else -fit["r2"]
+
+
+def reached(run) -> bool:
+    """Whether a run's greedy new-task accuracy reached its target (a run that hit ``max_steps`` first did not)."""
+    return run["new"] >= run["target"]
+
+
+def frontier_runs(res, method: str, seed) -> list:
+    """Per target, ``method``'s least-forgetting run of ``seed``: the least drop over its lrs, among the
+    runs that reached the target (all of them if none did: a run short of it forgot less by stopping early)."""
+    out = []
+    for t in sorted({r["target"] for r in res["runs"] if r["method"] == method}):
+        runs = [r for r in res["runs"] if r["method"] == method and r["seed"] == seed and r["target"] == t]
+        out.append(min([r for r in runs if reached(r)] or runs, key=lambda r: r["drop"]))
+    return out
 
 
 def matched(res, seed=None, method=None) -> list:
@@ -212,61 +231,66 @@ def matched(res, seed=None, method=None) -> list:
 
 
 def per_seed(res, method: str, key: str, how: str = "mean") -> list:
-    """Per seed, ``key`` over that method's runs: "mean" over every lr and target, or "best", the
-    frontier of the sweep: the least ``key`` over the lrs at each target, mean over the targets."""
-    if how not in ("mean", "best"):
-        raise ValueError(f"how must be 'mean' or 'best', got {how!r}")
+    """Per seed, ``key`` over that method's runs: "mean" over every lr and target, or "frontier": ``key`` of
+    its least-forgetting run at each target (`frontier_runs`), mean over the targets."""
+    if how not in ("mean", "frontier"):
+        raise ValueError(f"how must be 'mean' or 'frontier', got {how!r}")
     out = []
     for s in res["seeds"]:
         runs = [r for r in res["runs"] if r["method"] == method and r["seed"] == s]
         if how == "mean":
             out.append(float(np.mean([r[key] for r in runs])))
         else:
-            out.append(
-                float(np.mean([min(r[key] for r in runs if r["target"] == t) for t in {r["target"] for r in runs}]))
-            )
+            out.append(float(np.mean([r[key] for r in frontier_runs(res, method, s)])))
     return out
 
 
 def claims(res) -> list:
     """Shenfeld et al.'s claims and the unmatched controls, each by the two-sided rule over the seeds."""
-    n, kl = len(res["seeds"]), f"kl {PRIMARY}"
-    new = {m: per_seed(res, m, "new") for m in METHODS}
-    drop = {m: per_seed(res, m, "drop", "best") for m in METHODS}
-    div = {m: per_seed(res, m, kl, "best") for m in ("SFT", "RL")}
-    other = {m: per_seed(res, m, "kl base||ft", "best") for m in ("SFT", "RL")}
+    n, kl, other_d = len(res["seeds"]), f"kl {PRIMARY}", next(d for d in DIRECTIONS if d != PRIMARY)
+    new = {m: per_seed(res, m, "new", "frontier") for m in METHODS}
+    drop = {m: per_seed(res, m, "drop", "frontier") for m in METHODS}
+    div = {m: per_seed(res, m, kl, "frontier") for m in ("SFT", "RL")}
+    other = {m: per_seed(res, m, f"kl {other_d}", "frontier") for m in ("SFT", "RL")}
     gap = [abs(a - b) for a, b in zip(new["SFT"], new["RL"], strict=True)]
-    r2 = [r_squared([r for r in res["runs"] if r["seed"] == s], kl) for s in res["seeds"]]
-    r2_new = [r_squared(matched(res, s), "new") for s in res["seeds"]]
+    seeds = [[r for r in res["runs"] if r["seed"] == s] for s in res["seeds"]]
+    r2 = [r_squared(runs, kl) for runs in seeds]
+    r2_new = [r_squared(runs, "new") for runs in seeds]
+    r2_lr = [r_squared([r for r in runs if r["method"] in ("SFT", "RL")], "lr", log=True) for runs in seeds]
+    at = [r for r in res["runs"] if r["method"] in ("SFT", "RL")]
     start = (f"base: addition {res['base']['old']:.3f}, subtraction {res['base']['new']:.3f} greedy (the reference: "
              f"{res['reference']['old']:.3f}, {res['reference']['new']:.3f})")  # fmt: skip
     fit = res["fit"][PRIMARY]
+    name, other_name = PRIMARY.replace("||", " || "), other_d.replace("||", " || ")
     return [
         claim(
-            "condition: SFT and RL stop at the same new-task accuracy (mean over each method's runs)",
-            f"{start}; subtraction after SFT {spread(new['SFT'], '.3f')}, after RL {spread(new['RL'], '.3f')} "
+            "condition: the runs compared, each method's least-forgetting run, stop at the same new-task accuracy",
+            f"{start}; {sum(map(reached, at))} of {len(at)} runs reached the target; subtraction of the runs compared: "
+            f"SFT {spread(new['SFT'], '.3f')}, RL {spread(new['RL'], '.3f')} "
             f"({rule(-0.05, -0.1, 'minus |SFT - RL|, per seed', n)})",
             verdict([-g for g in gap], -0.05, -0.1),
         ),
         claim(
             "at matched new-task accuracy RL forgets less of the old task than SFT (Shenfeld et al. 2025; each "
-            "method's least-forgetting lr, the frontier of its sweep)",
-            f"addition drop from the base, least over the lrs: SFT {spread(drop['SFT'], '.3f')}, RL {spread(drop['RL'], '.3f')} "
-            f"({rule(0.02, 0.0, 'SFT minus RL, per seed', n)})",
+            "method's least-forgetting run over the same lrs, the frontier of its sweep)",
+            f"addition drop from the base of the runs compared: SFT {spread(drop['SFT'], '.3f')}, RL "
+            f"{spread(drop['RL'], '.3f')} ({rule(0.02, 0.0, 'SFT minus RL, per seed', n)})",
             verdict(paired(drop["SFT"], drop["RL"]), 0.02, 0.0),
         ),
         claim(
-            f"RL ends closer to the base than SFT in KL on the new task (KL({PRIMARY.replace('||', ' || ')}) per "
-            "completion, least over the lrs)",
-            f"SFT {spread(div['SFT'], '.3f')}, RL {spread(div['RL'], '.3f')}; the other direction KL(base || ft): "
+            f"RL's least-forgetting run ends closer to the base than SFT's in KL on the new task (KL({name}) per "
+            "completion)",
+            f"SFT {spread(div['SFT'], '.3f')}, RL {spread(div['RL'], '.3f')}; the other direction KL({other_name}): "
             f"SFT {spread(other['SFT'], '.3f')}, RL {spread(other['RL'], '.3f')} "
             f"({rule(0.0, 0.0, 'SFT minus RL, per seed', n)})",
             verdict(paired(div["SFT"], div["RL"]), 0.0, 0.0),
         ),
         claim(
-            "the forgetting follows that KL: one line drop = a + b KL fits every run of a seed (SFT, RL, both early)",
-            f"R^2 per seed (negative: a falling line) {spread(r2, '.2f')} (a line in the new-task accuracy, over the runs at the target: "
-            f"{spread(r2_new, '.2f')}); "
+            "the forgetting follows that KL: a line drop = a + b KL explains more than half the drop's variance "
+            "over the runs of each seed (SFT, RL, both early)",
+            f"R^2 per seed (negative: a falling line) {spread(r2, '.2f')}; over the same runs a line in the "
+            f"new-task accuracy {spread(r2_new, '.2f')}, and over the runs at the target one in log10 lr "
+            f"{spread(r2_lr, '.2f')} (the KL and the lr rise together: this sweep does not separate them); "
             f"all seeds: drop = {fit['a']:.3f} + {fit['b']:.3f} KL, R^2 {fit['r2']:.2f} on {fit['n']} runs "
             f"({rule(0.5, 0.2, 'R^2', n)})",
             verdict(r2, 0.5, 0.2),
