@@ -13,8 +13,9 @@ healthy run and each bugged run from the same reference and seeds, for notebook 
     h = run_bugged("ratio_always_one", reference, preset)      # a History, config["bug"] names it
     h.series("ratio_std")                                       # 0.0 at every step: nothing clipped
 
-The default budget (30 steps of 256 completions, about 5 s on one thread) is where the healthy run
-learns visibly from the "spread" world's reference (held-out accuracy 0.34 -> 0.53 at seed 0).
+The default budget is 30 steps of 256 completions (a few seconds a run on one quiet thread; notebook 11
+prints its time). At seed 0 the healthy run's held-out accuracy rose from the "spread" world's reference
+(notebook 11 prints 0.34 -> 0.53); at other seeds it rose less, and at some not within the run.
 
 Every run (the healthy one too) also logs three measurements the library's loss does not:
 ``ratio_std`` (the spread of rho = pi_theta / pi_old over the loss's tokens), ``advantage_abs_max``
@@ -156,7 +157,7 @@ BUGS: dict[str, Bug] = {
             "TRL / OpenRLHF / verl threads on the order of generations: samples of a prompt assumed consecutive "
             "when they are interleaved, so each 'group' mixes prompts",
             "frac_reward_zero_std falls where prompts differ (mixed groups tie less often than a prompt's own); "
-            "nothing moves where every prompt is about as hard (the default world)",
+            "expected to move little where every prompt is about as hard (the default world: not measured here)",
             "plug group_advantages: rows j, j+n, j+2n, ... form a group (n = B / G)",
             plugs={"group_advantages": _misaligned_groups},
         ),
@@ -165,7 +166,9 @@ BUGS: dict[str, Bug] = {
             "log pi_old taken from the policy being trained, so rho = 1 and nothing is ever clipped",
             "TRL / open-r1 questions 'clip_ratio is always 0' (num_iterations=1 makes it true by design; "
             "with several updates per batch it is a bug: old log-probs recomputed after the update)",
-            "clip_ratio exactly 0 and the ratio's spread (ratio_std) exactly 0 at every step; still learns",
+            "clip_ratio exactly 0 and the ratio's spread (ratio_std) exactly 0 at every step (with several updates "
+            "per batch, in a trainer whose sampler's log-probs differ from the trainer's by rounding); "
+            "the held-out accuracy fell in notebook 11's runs",
             "plug clipped_surrogate_loss: old_logp replaced by logp.detach()",
             plugs={"clipped_surrogate_loss": _old_is_current},
         ),
@@ -188,9 +191,11 @@ BUGS: dict[str, Bug] = {
         ),
         Bug(
             "k3_naive_float32",
-            "k3 = exp(-x) - 1 + x computed naively in float32, where the log-ratio x is tiny (cancellation)",
+            "k3 = exp(-x) - 1 + x computed naively in float32 (the form TRL writes), where the log-ratio x is tiny "
+            "(cancellation): an artefact of the logged number near 0 more than a training bug",
             "verl / TRL discussions of the k3 estimator's numerics (low_var_kl clamps, float32 log-ratios)",
-            "only the logged kl at the first step (policy = reference): ~1e-9 instead of ~1e-14; training unchanged",
+            "the logged kl at the first step (policy = reference): ~1e-9 instead of ~1e-14; after it the runs differ "
+            "from the healthy ones as two runs that differ by float rounding do",
             "plug kl_estimate: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
             plugs={"kl_estimate": _k3_naive},
         ),
@@ -215,9 +220,11 @@ BUGS: dict[str, Bug] = {
         ),
         Bug(
             "answers_cut",
-            "a completion length limit so short that every answer is cut before its end",
+            "a completion length limit so short that almost every answer is cut before its end (a two-digit sum and "
+            "<eos> need 3 tokens; only one-digit sums fit)",
             "TRL / open-r1 reports of 'reward always 0' with max_completion_length too small for the format",
-            "reward 0, frac_reward_zero_std 1, truncated_frac 1, grad_norm ~0 from the first step",
+            "reward near 0, frac_reward_zero_std and truncated_frac near 1 from the first step; grad_norm 0 at the "
+            "first step and far below the healthy run's after it",
             f"task override max_answer_length={SHORT_LIMIT}",
             task={"max_answer_length": SHORT_LIMIT},
         ),
@@ -232,8 +239,9 @@ BUGS: dict[str, Bug] = {
         ),
         Bug(
             "lr_past_collapse",
-            "a learning rate past the collapse boundary",
-            "TRL / open-r1 / verl threads on entropy collapse and reward crashes after a few hundred steps",
+            "a learning rate far above the default (where the run breaks; the boundary itself is not measured here)",
+            "TRL / open-r1 / verl threads on reward crashes and garbled outputs after the learning rate was raised "
+            "(here the entropy rises: not the entropy collapse of other threads)",
             "kl jumps to nats per token and the entropy rises within a few steps; the reward and accuracy fall to 0",
             f"config lr={COLLAPSE_LR}",
             config={"lr": COLLAPSE_LR},

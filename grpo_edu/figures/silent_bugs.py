@@ -3,6 +3,8 @@
 Every panel draws the healthy run in gray and the bugged run in colour, from the same reference and
 seeds (the runs of `grpo_edu.demos.silent_bugs.signatures`); a column shares its y axis, so a row
 reads as the bug's fingerprint: the panels where the colour leaves the gray are the metrics it moves.
+Each column is 1.55 inches wide: ten metrics make a figure 16.7 inches wide, too wide for a page's
+column at a readable scale, so a notebook draws the metrics in two figures of five.
 """
 
 from __future__ import annotations
@@ -76,9 +78,10 @@ def plot_signatures(runs: Mapping[str, Sequence], metrics: Sequence[str] = METRI
     labels = [lab.replace("bugged", "the row's bug") for lab in labels]
     fig.legend(handles, labels, loc="lower center", ncols=2, fontsize=8, frameon=False)
     seeds = sorted({len(hs) for hs in runs.values()})
+    logged = [SHORT.get(k, k) for k in metrics if k in SYMLOG]
     fig.suptitle(
         f"Each bug (orange) against the healthy run (gray), same reference and seeds "
-        f"({'/'.join(map(str, seeds))} per curve); kl, grad_norm and the ratio spread on a symlog scale",
+        f"({'/'.join(map(str, seeds))} per curve)" + (f"; {', '.join(logged)} on a symlog scale" if logged else ""),
         fontsize=9,
     )
     set_alt(fig, f"A grid of small line charts: one row per silent bug ({', '.join(bugs)}), one column per "
