@@ -191,28 +191,14 @@ class GRPO(Algorithm):
         if cfg.reward_signal != "true":  # a reward that ignores correctness: r_i = 1 - c_i | Bernoulli(p)
             rewards = Fn.spurious_rewards(rewards, cfg.reward_signal, cfg.random_reward_p, self.generator)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
-            rewards,
-            cfg.group_size,
-            scale=cfg.scale_rewards,
-            eps=cfg.adv_eps,
-            unbiased=cfg.unbiased_std,
-            leave_one_out=cfg.leave_one_out,
-        )
+            rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std,
+            leave_one_out=cfg.leave_one_out)  # fmt: skip
         if cfg.advantage_sign != "both" or cfg.positive_weight != 1.0:  # A' = l+ max(A, 0) + l- min(A, 0)
             adv = Fn.signed_advantages(adv, cfg.advantage_sign, cfg.positive_weight)
         stats["frac_reward_zero_std"] = st["frac_zero_std"]
         # adv is [B]: every token of a completion gets its completion's advantage
-        return Batch(
-            rollout,
-            scores,
-            rewards,
-            mask=loss_mask(rollout, cfg.mask_truncated_completions),
-            old_logp=old,
-            ref_logp=ref_logp,
-            advantages=adv,
-            stats=stats,
-            is_weights=w,
-        )
+        return Batch(rollout, scores, rewards, mask=loss_mask(rollout, cfg.mask_truncated_completions), old_logp=old,
+                     ref_logp=ref_logp, advantages=adv, stats=stats, is_weights=w)  # fmt: skip
 
     def loss(self, batch: Batch, idx: torch.Tensor):
         cfg, mask = self.config, batch.mask[idx]
