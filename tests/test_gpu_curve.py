@@ -1,0 +1,46 @@
+"""grpo_edu.experiments.gpu_curve: the gpu preset's curve run, checked here on the cpu preset's sizes
+(the same code path; the gpu sizes take minutes a step on a CPU, see README's "On a GPU")."""
+
+import json
+import statistics
+
+import pytest
+
+from grpo_edu.experiments import gpu_curve
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory, reference):  # the session's cached cpu reference, so no SFT runs here
+    out = tmp_path_factory.mktemp("curve")
+    return out, gpu_curve.run(out, preset="cpu", device="cpu", steps=2)
+
+
+def test_a_run_keeps_the_sft_curve_every_step_and_a_summary(kept):
+    out, summary = kept
+    for name in ("sft.json", "config.toml", "metrics.jsonl", "evals.jsonl", "policy.pt", "summary.json"):
+        assert (out / name).is_file(), name
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2]
+    assert all(x["seconds"] > 0 and x["peak_memory_mb"] > 0 for x in lines)
+    assert summary["rl_steps"] == 2 and summary["device"] == "cpu" and summary["threads"] == 1
+    assert summary["rl_step_seconds_median"] == pytest.approx(statistics.median(x["seconds"] for x in lines))
+    )
+    assert summary["sft"]["accuracy"] >= 0.5  # the cpu reference stops at 50% greedy held-out
+    assert summary["rl_evals"][-1]["step"] == 2 and 0 <= summary["rl_evals"][-1]["accuracy"] <= 1
+    assert summary["peak_memory_mb"] >= max(x["peak_memory_mb"] for x in lines)
+
+
+def test_a_stopped_run_still_summarises_the_steps_it_took(kept, tmp_path):
+    out, _ = kept
+    for name in ("sft.json", "evals.jsonl"):
+        (tmp_path / name).write_text((out / name).read_text())
+    (tmp_path / "metrics.jsonl").write_text((out / "metrics.jsonl").read_text().splitlines()[0] + "\n")
+    s = gpu_curve.summarize(tmp_path)
+    assert s["rl_steps"] == 1 and json.loads((tmp_path / "summary.json").read_text())["rl_steps"] == 1
+
+
+def test_bad_steps_is_one_line_before_any_work(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        gpu_curve.main(["--out", str(tmp_path), "--steps", "0"])
+    assert e.value.code == 2 and "--steps must be >= 1, got 0" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
