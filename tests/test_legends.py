@@ -135,16 +135,50 @@ def test_show_and_save_clear_the_legend(tmp_path, monkeypatch):
     assert (tmp_path / "x.png").stat().st_size > 0 and legends_on_data(fig) == []
 
 
-def test_every_notebook_figure_went_through_show():
-    """A figure displayed any other way (a bare ``fig`` at a cell's end) skips `clear_legends` and has
-    no alt text: every PNG output of the committed notebooks carries show()'s alt metadata."""
+def _committed_figures_not_cleared(paths) -> list[str]:
+    """Each PNG output of the notebooks at ``paths`` that show() did not draw with its legends off the
+    data: no alt text (a bare ``fig`` skips `clear_legends`), no ``legends_on_data`` count (drawn
+    before show() measured it), or a count above 0."""
     import json
-    from pathlib import Path
 
-    bare = []
-    for path in sorted(Path(__file__).resolve().parents[1].glob("notebooks/*.ipynb")):
+    bad = []
+    for path in paths:
         for i, cell in enumerate(json.loads(path.read_text())["cells"]):
             for out in cell.get("outputs", []):
-                if "image/png" in out.get("data", {}) and not out.get("metadata", {}).get("image/png", {}).get("alt"):
-                    bare.append(f"{path.name} cell {i}")
-    assert not bare, f"figures shown without plots.show (no alt text, legends not cleared): {bare}"
+                if "image/png" not in out.get("data", {}):
+                    continue
+                meta = out.get("metadata", {}).get("image/png", {})
+                if not meta.get("alt") or meta.get("legends_on_data") != 0:
+                    bad.append(
+                        f"{path.name} cell {i} ({'no alt' if not meta.get('alt') else meta.get('legends_on_data')})"
+                    )
+    return bad
+
+
+def test_every_committed_notebook_figure_has_its_legends_off_the_data():
+    """Every figure committed in a notebook went through plots.show, which cleared its legends and
+    counted those still on the data on the figure as drawn: 0 for each."""
+    from pathlib import Path
+
+    paths = sorted(Path(__file__).resolve().parents[1].glob("notebooks/*.ipynb"))
+    bad = _committed_figures_not_cleared(paths)
+    assert not bad, f"figures shown without plots.show's cleared legends (re-execute the notebook): {bad}"
+
+
+def test_the_committed_figure_check_fails_a_bare_or_covered_figure(tmp_path, monkeypatch):
+    """Control: a notebook output without show()'s metadata, or with a legend left on the data, fails it."""
+    import json
+
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: shown.append(k["metadata"]))
+    plots.show(_line_with_legend_on_it(), alt="two crossing lines")
+    assert shown == [{"image/png": {"alt": "two crossing lines", "legends_on_data": 0}}]
+    png = {"output_type": "display_data", "data": {"image/png": "x"}}
+    cells = [{"cell_type": "code", "outputs": [dict(png, metadata=m)]} for m in
+             ({}, {"image/png": {"alt": "a"}}, {"image/png": {"alt": "a", "legends_on_data": 1}}, shown[0])]  # fmt: skip
+    (tmp_path / "n.ipynb").write_text(json.dumps({"cells": cells}))
+    assert _committed_figures_not_cleared([tmp_path / "n.ipynb"]) == [
+        "n.ipynb cell 0 (no alt)",
+        "n.ipynb cell 1 (None)",
+        "n.ipynb cell 2 (1)",
+    ]

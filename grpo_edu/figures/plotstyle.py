@@ -124,7 +124,8 @@ def show(fig: Figure, alt: str | None = None) -> None:
     (the notebooks' checks compare it between runs). The output holds the PNG with the
     text in its metadata (``{"image/png": {"alt": ...}}``), the same image as an HTML
     ``<img alt="...">`` (what nbconvert's HTML export and JupyterLab show) and the text as
-    plain text. End a cell with ``show(fig, alt="...")`` rather than with ``fig``: a bare
+    plain text; the metadata also says how many legends still cover data once `clear_legends` has
+    run (``"legends_on_data"``, 0 unless a legend fits nowhere), so a committed figure can be checked. End a cell with ``show(fig, alt="...")`` rather than with ``fig``: a bare
     figure has no alt text. Returns None, so the figure is shown once.
     """
     import base64
@@ -139,12 +140,13 @@ def show(fig: Figure, alt: str | None = None) -> None:
     text = alt_text(set_alt(fig, text))
     clear_legends(fig)  # no legend on the data, whoever drew the figure
     png = base64.b64encode(print_figure(fig, "png")).decode("ascii")
+    on_data = len(legends_on_data(fig))  # measured on the figure as drawn: kept with the PNG, checked by tests
     bundle = {
         "image/png": png,
         "text/html": f'<img src="data:image/png;base64,{png}" alt="{html.escape(text)}">',
         "text/plain": f"[figure] {text}",
     }
-    display(bundle, raw=True, metadata={"image/png": {"alt": text}})
+    display(bundle, raw=True, metadata={"image/png": {"alt": text, "legends_on_data": on_data}})
     close(fig)
 
 
