@@ -24,7 +24,6 @@ def test_a_run_keeps_the_sft_curve_every_step_and_a_summary(kept):
     assert all(x["seconds"] > 0 and x["peak_memory_mb"] > 0 for x in lines)
     assert summary["rl_steps"] == 2 and summary["device"] == "cpu" and summary["threads"] == 1
     assert summary["rl_step_seconds_median"] == pytest.approx(statistics.median(x["seconds"] for x in lines))
-    )
     assert summary["sft"]["accuracy"] >= 0.5  # the cpu reference stops at 50% greedy held-out
     assert summary["rl_evals"][-1]["step"] == 2 and 0 <= summary["rl_evals"][-1]["accuracy"] <= 1
     assert summary["peak_memory_mb"] >= max(x["peak_memory_mb"] for x in lines)
