@@ -43,3 +43,17 @@ def test_bad_steps_is_one_line_before_any_work(tmp_path, capsys):
         gpu_curve.main(["--out", str(tmp_path), "--steps", "0"])
     assert e.value.code == 2 and "--steps must be >= 1, got 0" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_summarize_prints_the_curve_the_run_kept(kept, capsys):
+    out, summary = kept
+    assert gpu_curve.main(["--summarize", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"reference (SFT): {summary['sft']['steps']} steps" in text and "GRPO: 2 steps" in text
+    last = summary["rl_evals"][-1]
+    assert text.splitlines()[-1].split() == [
+        "2",
+        f"{last['samples']:,d}",
+        f"{last['seconds']:.0f}",
+        f"{last['accuracy']:.3f}",
+    ]

@@ -21,7 +21,6 @@ import copy
 import json
 import resource
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -58,6 +57,23 @@ def summarize(out) -> dict:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def format_summary(s: dict) -> str:
+    """What the run measured, as the measurements page quotes it."""
+    sft = s["sft"]
+    lines = [
+        f"device {s['device']} ({s['threads']} thread(s)); peak memory {s['peak_memory_mb']:.0f} MB",
+        f"reference (SFT): {sft['steps']} steps in {sft['seconds']:.0f} s, greedy held-out accuracy {sft['accuracy']:.3f}",
+        "  SFT step  " + " ".join(f"{int(x):>5d}" for x in sft["curve"]["step"][-8:]),
+        "  accuracy  " + " ".join(f"{a:5.3f}" for a in sft["curve"]["accuracy"][-8:]),
+        f"GRPO: {s['rl_steps']} steps, median {s['rl_step_seconds_median']:.1f} s a step (512 prompts x 8)",
+        f"{'step':>6} {'completions':>12} {'seconds':>9} {'held-out accuracy':>18}",
+    ]
+    lines += [
+        f"{e['step']:>6d} {e['samples']:>12,d} {e['seconds']:>9.0f} {e['accuracy']:>18.3f}" for e in s["rl_evals"]
+    ]
+    return "\n".join(lines)
 
 
 class _Timed(RunLog):
@@ -116,8 +132,7 @@ def main(argv=None) -> int:
     if a.steps < 1:
         ap.error(f"--steps must be >= 1, got {a.steps}")
     res = summarize(a.out) if a.summarize else run(a.out, a.preset, a.device, a.steps)
-    json.dump({k: v for k, v in res.items() if k != "rl_reward"}, sys.stdout, indent=1)
-    print()
+    print(format_summary(res))
     return 0
 
 
