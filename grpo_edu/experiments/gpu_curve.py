@@ -53,6 +53,7 @@ def summarize(out) -> dict:
         "rl_evals": [{k: e[k] for k in ("step", "samples", "seconds", "accuracy")} for e in evals],
         "rl_step_seconds_median": statistics.median(secs) if secs else None,
         "rl_reward": [round(s["reward"], 4) for s in steps],
+        "rl_kl": [round(s["kl"], 4) for s in steps],
         "peak_memory_mb": max(sft["peak_memory_mb"], *(s.get("peak_memory_mb", 0.0) for s in steps)),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -73,6 +74,10 @@ def format_summary(s: dict) -> str:
     lines += [
         f"{e['step']:>6d} {e['samples']:>12,d} {e['seconds']:>9.0f} {e['accuracy']:>18.3f}" for e in s["rl_evals"]
     ]
+    shown = [t for t in (1, 2, 3, 5) if t <= s["rl_steps"]] + list(range(10, s["rl_steps"] + 1, 10))
+    lines.append("  RL step  " + " ".join(f"{t:>5d}" for t in shown))
+    lines.append("  reward   " + " ".join(f"{s['rl_reward'][t - 1]:5.3f}" for t in shown) + "   (sampled at T = 1)")
+    lines.append("  kl       " + " ".join(f"{s['rl_kl'][t - 1]:5.3f}" for t in shown) + "   (k3, per token)")
     return "\n".join(lines)
 
 
