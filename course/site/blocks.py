@@ -64,6 +64,12 @@ BLOCKS = {
     "variance": Block(M, ("grpo-edu variance --preset cpu",)),
     "bench": Block(M, ("grpo-edu bench --preset cpu --memory-sweep",)),
     "trlbench": Block(M, ("grpo-edu bench --trl",), start=r"^seconds per GRPO cycle"),
+    "gpucurve": Block(  # a CPU run of the gpu sizes takes hours: stopped early, then summarised
+        M,
+        ("python -m grpo_edu.experiments.gpu_curve --device cpu --steps 100 --out runs/gpu-curve-cpu",
+         "python -m grpo_edu.experiments.gpu_curve --summarize --out runs/gpu-curve-cpu"),
+        by_hand=True,
+    ),
     "knobmap": Block("knobs.md", (KNOB_MAP_COMMAND,)),
     "nbcheck": Block(T, ("grpo-edu check-notebooks",), by_hand=True),
     "tests": Block(T, ('pip install -e ".[dev]" && pytest --nbval -n 2 --dist loadfile',), by_hand=True),

@@ -54,6 +54,7 @@ def summarize(out) -> dict:
         "rl_step_seconds_median": statistics.median(secs) if secs else None,
         "rl_reward": [round(s["reward"], 4) for s in steps],
         "rl_kl": [round(s["kl"], 4) for s in steps],
+        "rl_grad_norm": [round(s["grad_norm"], 2) for s in steps],
         "peak_memory_mb": max(sft["peak_memory_mb"], *(s.get("peak_memory_mb", 0.0) for s in steps)),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -78,6 +79,10 @@ def format_summary(s: dict) -> str:
     lines.append("  RL step  " + " ".join(f"{t:>5d}" for t in shown))
     lines.append("  reward   " + " ".join(f"{s['rl_reward'][t - 1]:5.3f}" for t in shown) + "   (sampled at T = 1)")
     lines.append("  kl       " + " ".join(f"{s['rl_kl'][t - 1]:5.3f}" for t in shown) + "   (k3, per token)")
+    g = s["rl_grad_norm"]
+    top = max(range(len(g)), key=g.__getitem__)
+    lines.append(f"grad_norm before clipping (a step's mean over its updates): step 1 {g[0]:.1f}, "
+                 f"median {statistics.median(g):.1f}, largest {g[top]:.1f} at step {top + 1}")  # fmt: skip
     return "\n".join(lines)
 
 
