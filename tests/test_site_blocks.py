@@ -23,3 +23,19 @@ def test_write_replaces_only_the_blocks_output(tmp_path, monkeypatch):
     blocks.write("sweep", "new line 1\nnew line 2\n")
     assert blocks.read("sweep") == "new line 1\nnew line 2"
     assert (tmp_path / "measurements.md").read_text() == page.replace("old", "new line 1\nnew line 2")
+
+
+def test_readme_gpu_numbers_are_the_measured_block():
+    """README's sentence on the gpu preset's run quotes only numbers the measurements page's gpucurve block prints."""
+    import re
+
+    from course.site.blocks import ROOT, read
+
+    readme = (ROOT / "README.md").read_text()
+    a = readme.index("The gpu preset learns")
+    sentence = readme[a : readme.index("The curve, the command", a)]
+    block = read("gpucurve")
+    numbers = [n for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", sentence) if len(n) > 1]
+    assert len(numbers) >= 8, numbers
+    missing = [n for n in numbers if n not in block]
+    assert not missing, f"README's gpu numbers not in the gpucurve block: {missing}"

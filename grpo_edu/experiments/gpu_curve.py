@@ -65,7 +65,7 @@ def format_summary(s: dict) -> str:
     """What the run measured, as the measurements page quotes it."""
     sft = s["sft"]
     lines = [
-        f"device {s['device']} ({s['threads']} thread(s)); peak memory {s['peak_memory_mb']:.0f} MB",
+        f"device {s['device']} ({s['threads']} thread(s)); peak memory {s['peak_memory_mb']:,.0f} MB",
         f"reference (SFT): {sft['steps']} steps in {sft['seconds']:.0f} s, greedy held-out accuracy {sft['accuracy']:.3f}",
         "  SFT step  " + " ".join(f"{int(x):>5d}" for x in sft["curve"]["step"][-8:]),
         "  accuracy  " + " ".join(f"{a:5.3f}" for a in sft["curve"]["accuracy"][-8:]),
