@@ -66,8 +66,10 @@ BLOCKS = {
     "trlbench": Block(M, ("grpo-edu bench --trl",), start=r"^seconds per GRPO cycle"),
     "gpucurve": Block(  # a CPU run of the gpu sizes takes hours: stopped early, then summarised
         M,
-        ("python -m grpo_edu.experiments.gpu_curve --device cpu --steps 100 --out runs/gpu-curve-cpu",
-         "python -m grpo_edu.experiments.gpu_curve --summarize --out runs/gpu-curve-cpu"),
+        (
+            "python -m grpo_edu.experiments.gpu_curve --device cpu --steps 100 --out runs/gpu-curve-cpu",
+            "python -m grpo_edu.experiments.gpu_curve --summarize --out runs/gpu-curve-cpu",
+        ),
         by_hand=True,
     ),
     "knobmap": Block("knobs.md", (KNOB_MAP_COMMAND,)),
