@@ -254,7 +254,8 @@ def test_every_figure_has_alt_text_and_show_displays_it(monkeypatch):
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append((obj, kw)))
     plots.show(figs[0], alt="  a line\n chart  ")
     ((bundle, kw),) = shown
-    assert kw["raw"] and kw["metadata"] == {"image/png": {"alt": "a line chart"}}
+    # the alt text, and how many legends sit on the data (tests/test_legends.py reads it back)
+    assert kw["raw"] and kw["metadata"] == {"image/png": {"alt": "a line chart", "legends_on_data": 0}}
     assert bundle["text/plain"] == "[figure] a line chart"
     assert bundle["text/html"].startswith('<img src="data:image/png;base64,' + bundle["image/png"][:20])
     assert bundle["text/html"].endswith('alt="a line chart">')
