@@ -54,3 +54,18 @@ def test_summarize_prints_the_curve_the_run_kept(kept, capsys):
     row = ["2", f"{last['samples']:,d}", f"{last['seconds']:.0f}", f"{last['accuracy']:.3f}"]
     assert row in [line.split() for line in text.splitlines()]
     assert f"reward   {summary['rl_reward'][0]:5.3f} {summary['rl_reward'][1]:5.3f}" in text
+
+
+def test_the_kept_h200_run_prints_the_measurements_block(tmp_path):
+    """The H200 run's kept files (tests/data/gpu_curve_h200) summarise to exactly the block the page quotes."""
+    import shutil
+
+    from course.site.blocks import ROOT, read
+
+    kept = ROOT / "tests/data/gpu_curve_h200"
+    for name in ("sft.json", "metrics.jsonl", "evals.jsonl"):
+        shutil.copy(kept / name, tmp_path / name)
+    s = gpu_curve.summarize(tmp_path)
+    assert s == json.loads((kept / "summary.json").read_text())
+    assert s["device"] == "cuda" and s["rl_steps"] == 100
+    assert gpu_curve.format_summary(s) == read("gpucurveh200")

@@ -72,6 +72,14 @@ BLOCKS = {
         ),
         by_hand=True,
     ),
+    "gpucurveh200": Block(  # the same run on an H200 (a lent machine): its files are kept in tests/data
+        M,
+        (
+            "python -m grpo_edu.experiments.gpu_curve --steps 100 --out runs/gpu-curve",
+            "python -m grpo_edu.experiments.gpu_curve --summarize --out tests/data/gpu_curve_h200",
+        ),
+        by_hand=True,
+    ),
     "knobmap": Block("knobs.md", (KNOB_MAP_COMMAND,)),
     "nbcheck": Block(T, ("grpo-edu check-notebooks",), by_hand=True),
     "tests": Block(T, ('pip install -e ".[dev]" && pytest --nbval -n 2 --dist loadfile',), by_hand=True),

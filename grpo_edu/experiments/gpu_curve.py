@@ -11,7 +11,8 @@ What it writes under ``--out`` (the run folder of ``grpo-edu train --out DIR``, 
 
 ``summarize(out)`` rebuilds summary.json from whatever a run left, so a run stopped early (a CPU run
 given less time than it needs) still reports the steps it took. The numbers of the one run recorded
-so far are in README's "On a GPU" section, with the machine they ran on.
+so far are in README's "On a GPU" section, with the machine they ran on; the H200 run's files are kept
+in tests/data/gpu_curve_h200/ (``--summarize --out`` that folder prints its block of the measurements page).
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ def summarize(out) -> dict:
 
 def format_summary(s: dict) -> str:
     """What the run measured, as the measurements page quotes it."""
-    sft = s["sft"]
+    sft, med = s["sft"], s["rl_step_seconds_median"]
     lines = [
         f"device {s['device']} ({s['threads']} thread(s)); peak memory {s['peak_memory_mb']:,.0f} MB",
         f"reference (SFT): {sft['steps']} steps in {sft['seconds']:.0f} s, greedy held-out accuracy {sft['accuracy']:.3f}",
         "  SFT step  " + " ".join(f"{int(x):>5d}" for x in sft["curve"]["step"][-8:]),
         "  accuracy  " + " ".join(f"{a:5.3f}" for a in sft["curve"]["accuracy"][-8:]),
-        f"GRPO: {s['rl_steps']} steps, median {s['rl_step_seconds_median']:.1f} s a step (512 prompts x 8)",
+        f"GRPO: {s['rl_steps']} steps, median {med:.{1 if med >= 1 else 3}f} s a step (512 prompts x 8)",
         f"{'step':>6} {'completions':>12} {'seconds':>9} {'held-out accuracy':>18}",
     ]
     lines += [
