@@ -268,3 +268,53 @@ def test_split_notebooks_are_numbered_as_parts_everywhere():
 
 if __name__ == "__main__":
     print(measured_table())
+
+
+RUNNING_SLACK = 0.3  # a notebook's own "running time about N" is within 30% of its committed cells' time
+_UNITS = {"second": 1 / 60, "seconds": 1 / 60, "minute": 1.0, "minutes": 1.0}
+
+
+def stated_running_minutes(stem: str) -> float | None:
+    """The minutes a notebook's own text states ("running time about N seconds|minutes"), or None."""
+    cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
+    text = " ".join(" ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
+    m = re.search(r"[Rr]unning time about (\d+) (seconds?|minutes?)", text)
+    return int(m.group(1)) * _UNITS[m.group(2)] if m else None
+
+
+def running_problem(stem: str) -> str | None:
+    """None when the notebook states its running time and the statement is within ``RUNNING_SLACK`` of
+    the sum of its committed cells' execution times (``running_minutes``); else what is wrong."""
+    stated, measured = stated_running_minutes(stem), running_minutes(stem)
+    if stated is None:
+        return f"{stem}: no 'running time about N seconds|minutes' in its text"
+    if abs(stated - measured) > RUNNING_SLACK * measured:
+        return f"{stem}: states {stated:.2f} min of running, its committed cells took {measured:.2f} min"
+    return None
+
+
+def test_each_notebook_states_its_measured_running_time():
+    """Each notebook's "running time about N" is within 30% of the time its committed cells took on one
+    thread (the execution metadata of the run that is committed: a first run, references trained)."""
+    problems = [p for p in map(running_problem, NOTEBOOKS) if p]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_running_time_check_fails_on_a_stated_time_off_by_more_than_30_percent(tmp_path, monkeypatch):
+    """Control: 10 seconds stated for 42 s of cells (notebook 00 before it was corrected) and 4 minutes
+    for 168 s (04_grpo_3_variants before) fail; 3 minutes for 168 s passes."""
+    t1 = {42: "2026-01-01T00:00:42.0Z", 168: "2026-01-01T00:02:48.0Z"}
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    for stated, seconds, ok in (("10 seconds", 42, False), ("4 minutes", 168, False), ("3 minutes", 168, True)):
+        ex = {"iopub.status.busy": "2026-01-01T00:00:00.0Z", "shell.execute_reply": t1[seconds]}
+        cells = [
+            {
+                "cell_type": "markdown",
+                "metadata": {},
+                "source": f"Reading time about 5 minutes; running time about {stated}.",
+            },
+            {"cell_type": "code", "source": "x", "outputs": [], "execution_count": 1, "metadata": {"execution": ex}},
+        ]
+        (tmp_path / "notebooks" / "99_x.ipynb").write_text(json.dumps({"cells": cells}))
+        assert (running_problem("99_x") is None) == ok, (stated, seconds)
