@@ -113,6 +113,12 @@ class ArithmeticTask:
             demonstrations do not fit: a completion that runs past ``max_answer_length``
             without ``<eos>`` is truncated and scores as wrong (TRL's
             ``max_completion_length``), so long answers are more often wrong.
+        junk: 0.0 (the default) or the share of SFT demonstrations, 0..1, that carry one junk
+            token ``=`` inside the answer (``81`` written ``8=1``; which problems and where: a
+            hash of the problem). The checker reads ``=`` as a wrong token, so an answer with
+            junk scores 0: a flaw the reference learns from its data and shows the moment it
+            writes it (the world of notebook 08 where a critic can read the answer so far). The
+            completion budget grows by one token. Needs ``filler=0`` (filler makes ``=`` harmless).
     """
 
     def __init__(
@@ -126,6 +132,7 @@ class ArithmeticTask:
         reward_values: tuple[float, float] = (0.0, 1.0),
         filler: int = 0,
         filler_budget: int | None = None,
+        junk: float = 0.0,
     ):
         self.digits = _check_int("digits", digits, 1, MAX_DIGITS)
         self.ops: tuple[str, ...] = tuple(ops) if isinstance(ops, (str, list, tuple)) else ()
@@ -159,13 +166,21 @@ class ArithmeticTask:
         self.reward_values = (float(reward_values[0]), float(reward_values[1]))
         self.filler = _check_int("filler", filler, 0, 16)
         budget = self.filler if filler_budget is None else _check_int("filler_budget", filler_budget, 0, self.filler)
+        ok = isinstance(junk, (int, float, np.floating)) and not isinstance(junk, bool) and 0.0 <= junk <= 1.0
+        if not ok:
+            raise ValueError(f"junk must be a share in [0, 1], got {junk!r}")
+        if junk and self.filler:
+            raise ValueError(
+                f"junk needs filler=0 (filler makes '{FILLER}' harmless), got junk={junk}, filler={self.filler}"
+            )
+        self.junk = float(junk)
 
         self.tokenizer = CharTokenizer()
         self.max_digits = mixed_digits[1] if mixed_digits else self.digits
         self.prompt_length = 1 + 2 * self.max_digits + 2  # <bos> a op b =
         d = self.max_digits
         answer_digits = {"+": d + 1, "-": d, "*": 2 * d}
-        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1 + budget  # + <eos>
+        self.max_answer_length = max(answer_digits[op] for op in self.ops) + 1 + budget + (self.junk > 0)  # + <eos>
         self.filler_id = self.tokenizer.stoi[FILLER]
         self.config = {
             "digits": self.digits,
@@ -180,6 +195,8 @@ class ArithmeticTask:
             self.config["filler"] = self.filler
         if budget != self.filler:
             self.config["filler_budget"] = budget
+        if self.junk:
+            self.config["junk"] = self.junk
         self._eval: list[Problem] | None = None
 
     def __repr__(self) -> str:
@@ -320,7 +337,14 @@ class ArithmeticTask:
 
     def demonstration(self, problem: Problem) -> str:
         """The SFT target text (before ``<eos>``): the answer, then, with ``filler > 0``,
-        between 0 and ``filler`` filler tokens (a hash of the problem says how many)."""
+        between 0 and ``filler`` filler tokens (a hash of the problem says how many); with
+        ``junk > 0``, on that share of the problems, one ``=`` inside the answer (a hash says where)."""
+        if self.junk:
+            h = zlib.crc32(f"junk {problem.a}{problem.op}{problem.b}".encode())
+            if h % 10_000 >= round(self.junk * 10_000):
+                return problem.answer
+            k = (h // 10_000) % (len(problem.answer) + 1)  # before the first digit .. after the last
+            return problem.answer[:k] + FILLER + problem.answer[k:]
         if not self.filler:
             return problem.answer
         n = zlib.crc32(f"filler {problem.a}{problem.op}{problem.b}".encode()) % (self.filler + 1)

@@ -153,3 +153,65 @@ def test_plot_ev_by_position_draws_a_panel_per_world_with_alt_text():
     assert legends_on_data(fig) == []
     with pytest.raises(ValueError):
         plot_ev_by_position({}, {})
+
+
+# ------------------------------------------------------------------ the junk world and the exact critic
+def test_junk_puts_one_junk_token_inside_that_share_of_the_demonstrations():
+    task = ArithmeticTask(junk=0.5)
+    problems = task.sample(4000, 0)
+    demos = [task.demonstration(p) for p in problems]
+    junky = [d for d in demos if "=" in d]
+    assert 0.45 < len(junky) / len(demos) < 0.55  # the share, by a hash of the problem
+    assert all(d.count("=") == 1 for d in junky)
+    assert all(
+        d.replace("=", "") == p.answer for d, p in zip(demos, problems, strict=True)
+    )  # the answer, one '=' inside
+    assert {d.index("=") for d in junky} == {0, 1, 2, 3}  # before the first digit .. after the last
+    assert task.max_answer_length == ArithmeticTask().max_answer_length + 1 and task.config["junk"] == 0.5
+    assert "junk" not in ArithmeticTask().config  # the default task's config (and its reference's cache key) unchanged
+    # control: junk=0 writes the bare answers
+    assert all("=" not in ArithmeticTask().demonstration(p) for p in problems[:200])
+
+
+def test_junk_is_wrong_to_the_checker_and_bad_values_are_one_line():
+    task = ArithmeticTask(junk=0.5)
+    p = task.make_problem(23, 58)  # "18"
+    assert task.outcome_reward(p, "18") == 1.0 and task.outcome_reward(p, "1=8") == 0.0
+    ids, mask = _ids(task, ["18", "1=8", "=18"], T=4)
+    assert task.rewards_from_ids([p] * 3, ids).tolist() == [1.0, 0.0, 0.0]
+    assert C.first_wrong_position(task, [p] * 3, ids, mask).tolist() == [-1, 1, 0]  # the junk is the first wrong token
+    for bad in (-0.1, 1.5, True, "0.5"):
+        with pytest.raises(ValueError, match=r"junk must be a share in \[0, 1\]"):
+            ArithmeticTask(junk=bad)
+    with pytest.raises(ValueError, match="junk needs filler=0"):
+        ArithmeticTask(junk=0.5, filler=2)
+
+
+def test_problems_from_prompts_reads_back_what_encode_prompts_wrote():
+    for task in (ArithmeticTask(), ArithmeticTask(digits=3, ops=("+", "-", "*"))):
+        problems = task.sample(50, 1)
+        back = C.problems_from_prompts(task, task.encode_prompts(problems))
+        assert [(q.a, q.op, q.b) for q in back] == [(q.a, q.op, q.b) for q in problems]
+    with pytest.raises(ValueError, match="not a prompt"):
+        C.problems_from_prompts(ArithmeticTask(), torch.tensor([ArithmeticTask().tokenizer.encode("12", add_bos=True)]))
+
+
+def test_exact_critic_is_the_oracle_and_its_prompt_only_control_is_flat():
+    task = ArithmeticTask()
+    p = task.make_problem(23, 58)
+    ids, mask = _ids(task, ["18", "28", "1"], T=3)
+    ro = Rollout(task.encode_prompts([p] * 3), ids, mask, torch.zeros(3, 3), torch.arange(3),
+                 torch.zeros(3, dtype=torch.bool), [""] * 3)  # fmt: skip
+    policy = _Uniform(len(task.tokenizer.vocab))
+    V = C.ExactCritic(task, policy).values(ro)
+    assert V == pytest.approx(C.oracle_values(policy, task, ro, [p] * 3))
+    V0 = C.ExactCritic(task, policy, prompt_only=True).values(ro)
+    assert V0 == pytest.approx(V[:, :1] * mask)  # p_q at every token of the answer
+    # lambda = 0 with the exact values: each token's own credit. The row that wrote "2" first: that token
+    # gets V*(s_1) - V*(s_0) = -v^3 and the tokens after it 0; a per-prompt value cannot do that (control)
+    A = C.token_advantages(V, torch.tensor([1.0, 0.0, 0.0]), mask, 0.0)
+    assert A[1, 0] == pytest.approx(-float(V[1, 0])) and A[1, 1:].abs().max() == 0
+    assert C.token_advantages(V0, torch.zeros(3), mask, 0.0)[1, 0] == 0  # flat: no credit moves to the error
+    assert C.ExactCritic(task, policy).step() == 0.0
+    with pytest.raises(ValueError, match="one target token per position"):
+        C.ExactCritic(ArithmeticTask(filler=2), policy)

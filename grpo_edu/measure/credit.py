@@ -151,6 +151,48 @@ def credit_on_error(advantages: torch.Tensor, mask: torch.Tensor, first_wrong: t
     }
 
 
+def problems_from_prompts(task, prompt_ids: torch.Tensor) -> list:
+    """COMPUTED: the `Problem` of each row of ``prompt_ids`` (``[B, P]``, as `task.encode_prompts`
+    writes them), read back from the tokens: what a critic that knows the task needs beside a rollout."""
+    out = []
+    for row in prompt_ids.tolist():
+        text = task.tokenizer.decode(row)
+        if text.startswith("<bos>"):
+            text = text[len("<bos>") :]
+        op = next((o for o in task.ops if o in text), None)
+        if op is None or not text.endswith("="):
+            raise ValueError(f"not a prompt of {task!r}: {text!r}")
+        a, b = text[:-1].split(op)
+        out.append(task.make_problem(int(a), int(b), op))
+    return out
+
+
+class ExactCritic:
+    """A critic that knows the task: ``V*(s_t) = P(R = 1 | s_t)`` under the policy being trained
+    (`oracle_values`, from the policy at the moment it is asked: pi_old at ``prepare``), in place of
+    a learned `Critic`. ``prompt_only=True`` gives every token the first one's value, ``V*(s_0) = p_q``:
+    the best baseline that sees only the prompt. What a critic that read the prefix perfectly would
+    buy, measured beside the learned one (``grpo_edu.experiments.credit_pays``); the limit of
+    VinePPO's Monte-Carlo values (Kazemnejad et al. 2024), exact here because each problem has one
+    right answer. It does not learn: ``step`` does nothing and returns 0."""
+
+    def __init__(self, task, policy, prompt_only: bool = False):
+        if not _per_token(task):
+            raise ValueError(
+                f"ExactCritic needs one target token per position (no filler, no scratchpad), got {task!r}"
+            )
+        self.task, self.policy, self.prompt_only = task, policy, prompt_only
+
+    @torch.no_grad()
+    def values(self, rollout) -> torch.Tensor:
+        V = oracle_values(self.policy, self.task, rollout, problems_from_prompts(self.task, rollout.prompt_ids.cpu()))
+        V = V.to(device=rollout.mask.device, dtype=rollout.mask.dtype)
+        return V[:, :1].expand_as(V) * rollout.mask if self.prompt_only else V
+
+    def step(self, *args, **kwargs) -> float:
+        return 0.0
+
+
 def _per_token(task) -> bool:
     """Whether the task writes one target token per position (`first_wrong_position` applies)."""
     return hasattr(task, "target_ids") and not getattr(task, "filler", 0) and not hasattr(task, "scratchpad_kind")

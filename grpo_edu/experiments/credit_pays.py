@@ -1,0 +1,263 @@
+"""Where a critic's credit pays, and where it does not (issue 32): three worlds, one condition.
+
+PPO's critic gives each token its own advantage, A_t = G_t - V(s_t) (GAE); GRPO gives every token of
+an answer the same A_i. A per-token value can buy PPO more than a baseline that sees only the prompt
+when three things hold, written down before the measurement:
+
+    (1) the prefix reveals the outcome: the exact V*(s_t) = P(R = 1 | s_t) explains more of R after a
+        few tokens than V*(s_0) = p_q does (EV_t > EV_0; `measure.credit.oracle_values`);
+    (2) the critic reads it: a learned V(s_t), fitted as PPO fits it, comes near V*'s EV_t; reading a
+        written digit of a sum takes the sum, reading a junk token does not;
+    (3) learning waits on which token to blame: a flat advantage per answer is the slow part, so a
+        per-token one is faster per sampled answer.
+
+The worlds (cpu preset, 2-digit addition): "default" and "spread" (`presets.WORLDS`: the same task,
+references that differ in what they know), and "junk" (`junk_setup`: `ArithmeticTask(junk=0.5)`, a
+reference trained 500 SFT steps on answers half of which carry one junk token '=', which the checker
+counts wrong; it writes junk in about half its sampled answers and little else wrong).
+
+The arms, each PPO as `make_algorithm("ppo")` builds it with one thing switched, from the world's
+reference, 40 steps x 512 completions (the difficulty regime's budget):
+
+    batch mean                   the critic's V(s_t) replaced by the batch's mean return (`gap_ablation`)
+    V*(s_0), exact prompt value  `measure.credit.ExactCritic(prompt_only=True)`: p_q at every token, the
+                                 best baseline that sees only the prompt
+    V*(s_t), lam 1               `ExactCritic`: A_t = R - V*(s_t)
+    V*(s_t), lam 0               `ExactCritic`, GAE lambda 0: A_t = V*(s_{t+1}) - V*(s_t), each token's own credit
+    learned critic (PPO)         PPO as it is: a `Critic` from the policy's trunk, learning as it trains
+    GRPO                         `make_algorithm("grpo")`: 64 prompts x 8, one advantage per answer
+
+The measure is sampled held-out accuracy (temperature 1, each of the 500 held-out problems sampled
+4 times: what RL optimises, and the one accuracy that sees junk; greedy decoding never writes it),
+with greedy held-out accuracy beside it. The reading (1)-(2) is measured at the reference: a critic
+fitted 40 steps (`fit_critic`) and V*, EV_t by position (`critic_by_position`).
+
+    python -m grpo_edu.experiments.credit_pays --seeds 3          # about 15 minutes on one thread
+
+MEASURED: the measurements page's block "Where a critic's credit pays" (`creditpays`) holds the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import math
+import time
+
+import numpy as np
+
+from ..algorithms import make_algorithm
+from ..measure.common import spread
+from ..measure.verdicts import paired, rule, verdict
+
+WORLDS = ("default", "spread", "junk")
+JUNK = 0.5  # the junk world's share of demonstrations with one junk token
+JUNK_SFT_STEPS = 500  # long enough that the junk reference rarely writes a wrong digit (sampled, junk-free: ~0.87)
+ARMS = {  # name -> (algorithm, its config switches, the baseline: "own" | "batch_mean" | "exact" | "exact_prompt")
+    "batch mean": ("ppo", {}, "batch_mean"),
+    "V*(s_0), exact prompt value": ("ppo", {}, "exact_prompt"),
+    "V*(s_t), lam 1": ("ppo", {}, "exact"),
+    "V*(s_t), lam 0": ("ppo", {"lam": 0.0}, "exact"),
+    "learned critic (PPO)": ("ppo", {}, "own"),
+    "GRPO": ("grpo", {}, "own"),
+}
+COMPARISONS = (  # (what, arm, against it, the claim) each a paired difference per seed, verdict at margin 0.02
+    ("per-token credit", "V*(s_t), lam 0", "V*(s_0), exact prompt value", "exact per-token credit beats the exact prompt value"),
+    ("the learned critic", "learned critic (PPO)", "batch mean", "the learned critic's V(s_t) beats the batch mean"),
+    ("PPO over GRPO", "learned critic (PPO)", "GRPO", "PPO beats GRPO per sampled answer"),
+)  # fmt: skip
+MARGIN = 0.02
+SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
+    "full": dict(steps=40, sequences_per_step=512, fit_steps=40, probe=2048, samples=4),
+    "tiny": dict(steps=1, sequences_per_step=16, fit_steps=2, probe=32, samples=1),
+}
+
+
+def junk_setup(preset="cpu", junk: float = JUNK, sft_steps: int = JUNK_SFT_STEPS):
+    """``(task, preset)`` of the junk world: `ArithmeticTask(junk=junk)` on the preset's digits and a
+    preset whose reference trains ``sft_steps`` SFT steps (no early stop: target accuracy 1), with a
+    context long enough for the junk token. ``reference_policy(preset, task=task)`` trains it (cached)."""
+    from envs import ArithmeticTask
+
+    from ..warmstart.presets import resolve_preset
+
+    preset = resolve_preset(preset)
+    task = ArithmeticTask(**preset.task, junk=junk)
+    fit = task.prompt_length + task.max_answer_length
+    model = dataclasses.replace(preset.model, max_seq_len=max(preset.model.max_seq_len, fit))
+    sft = dataclasses.replace(preset.sft, target_accuracy=1.0, max_steps=sft_steps)
+    return task, dataclasses.replace(preset, model=model, sft=sft)
+
+
+def world_setup(world: str, preset="cpu"):
+    """``(task, preset)`` of one of `WORLDS` at the preset's size (the preset's seed and shift kept)."""
+    from ..warmstart.presets import make_task, resolve_preset, with_world
+
+    if world not in WORLDS:
+        raise ValueError(f"unknown world {world!r}; choose from {list(WORLDS)}")
+    preset = resolve_preset(preset)
+    if world == "junk":
+        return junk_setup(with_world(preset, "default"))
+    p = with_world(preset, world)
+    return make_task(p), p
+
+
+def make_arm(name: str, task):
+    """The arm's algorithm, and the functions to plug while it trains (`grpo_edu.plug`)."""
+    from ..measure.credit import ExactCritic
+    from .gap_ablation import batch_mean_gae
+
+    if name not in ARMS:
+        raise ValueError(f"unknown arm {name!r}; choose from {list(ARMS)}")
+    algo_name, switch, baseline = ARMS[name]
+    algorithm = make_algorithm(algo_name, **switch)
+    if baseline in ("exact", "exact_prompt"):
+        prompt_only = baseline == "exact_prompt"
+        algorithm.make_critic = lambda policy: ExactCritic(task, policy, prompt_only=prompt_only)
+    return algorithm, ({"gae": batch_mean_gae} if baseline == "batch_mean" else {})
+
+
+def _rise(ev: np.ndarray) -> float:
+    """max over t > 0 of EV_t, minus EV_0 (NaN where no EV_t past the first is defined)."""
+    later = ev[1:][~np.isnan(ev[1:])]
+    return float(later.max() - ev[0]) if later.size else math.nan
+
+
+def reading(reference, task, fit_steps: int, n: int, seed: int) -> dict:
+    """EV_t by position at the reference: a critic fitted ``fit_steps`` (`fit_critic`) and V*."""
+    from ..algorithms.critic import fit_critic
+    from ..measure import credit
+
+    critic, _ = fit_critic(reference, task, steps=fit_steps, seed=seed + 1, progress=False)
+    r = credit.critic_by_position(reference, task, critic, n=n, seed=seed + 7)
+    ev, oracle = np.asarray(r["ev"], float), np.asarray(r["oracle_ev"], float)
+    return {
+        "ev": [round(float(x), 4) for x in ev],
+        "oracle_ev": [round(float(x), 4) for x in oracle],
+        "n": [int(x) for x in r["n"]],
+        "rise": _rise(ev),  # the learned critic's best EV_t over EV_0
+        "oracle_rise": _rise(oracle),
+        "reward_mean": r["reward_mean"],
+    }
+
+
+def _run_arm(name, task, preset, reference, seed, z) -> dict:
+    from .. import plug
+    from ..evaluation import evaluate
+    from ..train import train
+
+    algorithm, plugged = make_arm(name, task)
+    policy = copy.deepcopy(reference)
+    t0 = time.perf_counter()
+    with plug(**plugged):
+        h = train(algorithm, task, reference, policy, preset, steps=z["steps"], seed=seed,
+                  sequences_per_step=z["sequences_per_step"], eval_every=z["steps"], progress=False,
+                  name=name)  # fmt: skip
+    sampled = evaluate(policy, task, task.eval_problems() * z["samples"], temperature=1.0, seed=seed + 11)
+    return {"sampled": sampled, "greedy": h.final_accuracy, "seconds": time.perf_counter() - t0}
+
+
+def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False, progress=True) -> dict:
+    """Every arm of `ARMS` (or ``arms``) in each world at seeds ``0 .. seeds-1`` (or the list), plus each
+    world's reading at the reference; ``{"worlds": {world: {"reading", "reference", "runs": {arm: [..]}}}}``."""
+    from ..evaluation import evaluate
+    from ..warmstart.presets import resolve_preset, setup_torch
+    from ..warmstart.reference import reference_policy
+
+    preset = resolve_preset(preset)
+    setup_torch(preset)
+    z = SIZES["tiny" if tiny else "full"]
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    names = list(arms or ARMS)
+    out = {"seeds": seeds, "steps": z["steps"], "sequences_per_step": z["sequences_per_step"], "worlds": {}}
+    for world in worlds:
+        task, p = world_setup(world, preset)
+        if tiny:
+            p = dataclasses.replace(p, sft=dataclasses.replace(p.sft, max_steps=5, eval_every=5, batch_size=32))
+        reference = reference_policy(p, task=task, progress=False)
+        sampled0 = evaluate(reference, task, task.eval_problems() * z["samples"], temperature=1.0, seed=p.seed + 11)
+        w = {
+            "reading": reading(reference, task, z["fit_steps"], z["probe"], p.seed),
+            "reference": {"sampled": sampled0, "greedy": evaluate(reference, task)},
+            "runs": {n: [] for n in names},
+        }
+        for seed in seeds:
+            for n in names:
+                r = _run_arm(n, task, p, reference, p.seed + seed, z)
+                w["runs"][n].append(r)
+                if progress:
+                    print(f"{world:8s} seed {seed} {n:30s} sampled {r['sampled']:.3f} greedy {r['greedy']:.3f} "
+                          f"({r['seconds']:.0f} s)", flush=True)  # fmt: skip
+        out["worlds"][world] = w
+    out["verdicts"] = verdicts(out)
+    return out
+
+
+def verdicts(res) -> dict:
+    """Per world and comparison: the paired differences (sampled held-out accuracy) and their verdict."""
+    out = {}
+    for world, w in res["worlds"].items():
+        acc = {n: [r["sampled"] for r in rs] for n, rs in w["runs"].items()}
+        for what, a, b, _claim in COMPARISONS:
+            if a in acc and b in acc:
+                d = paired(acc[a], acc[b])
+                out.setdefault(world, {})[what] = {"diff": d, "verdict": verdict(d, MARGIN, 0.0)}
+    return out
+
+
+def format_result(res) -> str:
+    n = len(res["seeds"])
+    worlds = list(res["worlds"])
+    lines = ["what a critic reads, at each world's reference: EV_t = 1 - Var(R - V(s_t)) / Var(R) by position t",
+             f"{'world':8s} {'learned V(s_t), 40 fit steps':34s} {'exact V*(s_t)':34s} {'rise: learned':>13s} {'V*':>6s}"]  # fmt: skip
+    for world in worlds:
+        r = res["worlds"][world]["reading"]
+        fmt = " ".join(f"{x:+.2f}" if not math.isnan(x) else "  nan" for x in r["ev"])
+        ofmt = " ".join(f"{x:+.2f}" if not math.isnan(x) else "  nan" for x in r["oracle_ev"])
+        lines.append(f"{world:8s} {fmt:34s} {ofmt:34s} {r['rise']:+13.3f} {r['oracle_rise']:+6.3f}")
+    lines += ["", f"sampled held-out accuracy (T = 1, 4 samples of each of 500 problems) after {res['steps']} steps x "
+              f"{res['sequences_per_step']} completions, seeds {res['seeds']}: mean [min, max] (greedy beside it)"]  # fmt: skip
+    lines.append(f"{'arm':30s} " + " ".join(f"{w:>34s}" for w in worlds))
+    ref = " ".join(f"{spread([res['worlds'][w]['reference']['sampled']], '.3f') + ' (' + format(res['worlds'][w]['reference']['greedy'], '.3f') + ')':>34s}" for w in worlds)  # fmt: skip
+    lines.append(f"{'the reference':30s} {ref}")
+    for name in next(iter(res["worlds"].values()))["runs"]:
+        cells = []
+        for w in worlds:
+            rs = res["worlds"][w]["runs"][name]
+            g = sum(r["greedy"] for r in rs) / len(rs)
+            cells.append(f"{spread([r['sampled'] for r in rs], '.3f') + f' ({g:.3f})':>34s}")
+        lines.append(f"{name:30s} " + " ".join(cells))
+    lines += ["", "the comparisons, paired by seed (sampled accuracy):"]
+    for what, a, b, claim in COMPARISONS:
+        parts = []
+        for w in worlds:
+            v = res["verdicts"].get(w, {}).get(what)
+            if v:
+                parts.append(f"{w} [{v['verdict']}] {spread(v['diff'], '+.3f')}")
+        lines.append(f"  {claim} ({a} minus {b}): " + "; ".join(parts))
+    lines.append(f"verdict: {rule(MARGIN, 0.0, 'the paired difference', n)}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m grpo_edu.experiments.credit_pays", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--preset", default="cpu", choices=("cpu", "gpu", "auto"))
+    ap.add_argument("--worlds", nargs="*", default=list(WORLDS), choices=WORLDS)
+    ap.add_argument("--tiny", action="store_true", help="a test of the code: seconds, numbers meaningless")
+    ap.add_argument("--out", default=None, help="write the result as JSON here")
+    a = ap.parse_args(argv)
+    if a.seeds < 1:
+        ap.error(f"--seeds must be >= 1, got {a.seeds}")
+    res = run_credit_pays(a.preset, a.seeds, tuple(a.worlds), tiny=a.tiny)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+    print(format_result(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
