@@ -117,7 +117,7 @@ class ArithmeticTask:
             token ``=`` inside the answer (``81`` written ``8=1``; which problems and where: a
             hash of the problem). The checker reads ``=`` as a wrong token, so an answer with
             junk scores 0: a flaw the reference learns from its data and shows the moment it
-            writes it (the world of notebook 08 where a critic can read the answer so far). The
+            writes it (notebook 08 part 2's junk world, where a critic can read the answer so far). The
             completion budget grows by one token. Needs ``filler=0`` (filler makes ``=`` harmless).
     """
 
