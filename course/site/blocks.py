@@ -59,6 +59,7 @@ BLOCKS = {
     "ablateproto": Block(M, ("grpo-edu ablate --preset cpu --seeds 3 --rows 'five slow settings'",)),
     "ablateshare": Block(M, ("grpo-edu ablate --preset cpu --seeds 6 --rows 'defaults,prompts not shared'",)),
     "gapablation": Block(M, ("python -m grpo_edu.experiments.gap_ablation --seeds 3",), start=r"^held-out accuracy"),
+    "creditpays": Block(M, ("python -m grpo_edu.experiments.credit_pays --seeds 3",), start=r"^what a critic reads"),
     "refseeds": Block(M, ("python -m grpo_edu.experiments.reference_seeds --shifts 0-7",), start=r"^spread world"),
     "sweep": Block(M, ("grpo-edu sweep --preset cpu",)),
     "variance": Block(M, ("grpo-edu variance --preset cpu",)),

@@ -143,7 +143,10 @@ def reading(reference, task, fit_steps: int, n: int, seed: int) -> dict:
     }
 
 
-def _run_arm(name, task, preset, reference, seed, z) -> dict:
+def run_arm(name, task, preset, reference, seed, steps=40, sequences_per_step=512, samples=4) -> dict:
+    """One arm of `ARMS` trained ``steps`` x ``sequences_per_step`` from ``reference`` at ``seed``:
+    ``{"sampled"`` (held-out accuracy at temperature 1, ``samples`` of each problem), ``"greedy"``,
+    ``"reward"`` (the sampled training reward of each step), ``"seconds"}``."""
     from .. import plug
     from ..evaluation import evaluate
     from ..train import train
@@ -152,11 +155,15 @@ def _run_arm(name, task, preset, reference, seed, z) -> dict:
     policy = copy.deepcopy(reference)
     t0 = time.perf_counter()
     with plug(**plugged):
-        h = train(algorithm, task, reference, policy, preset, steps=z["steps"], seed=seed,
-                  sequences_per_step=z["sequences_per_step"], eval_every=z["steps"], progress=False,
-                  name=name)  # fmt: skip
-    sampled = evaluate(policy, task, task.eval_problems() * z["samples"], temperature=1.0, seed=seed + 11)
-    return {"sampled": sampled, "greedy": h.final_accuracy, "seconds": time.perf_counter() - t0}
+        h = train(algorithm, task, reference, policy, preset, steps=steps, seed=seed,
+                  sequences_per_step=sequences_per_step, eval_every=steps, progress=False, name=name)  # fmt: skip
+    sampled = evaluate(policy, task, task.eval_problems() * samples, temperature=1.0, seed=seed + 11)
+    return {
+        "sampled": sampled,
+        "greedy": h.final_accuracy,
+        "reward": [round(float(x), 4) for x in h.series("reward")],
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False, progress=True) -> dict:
@@ -185,7 +192,7 @@ def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False,
         }
         for seed in seeds:
             for n in names:
-                r = _run_arm(n, task, p, reference, p.seed + seed, z)
+                r = run_arm(n, task, p, reference, p.seed + seed, z["steps"], z["sequences_per_step"], z["samples"])
                 w["runs"][n].append(r)
                 if progress:
                     print(f"{world:8s} seed {seed} {n:30s} sampled {r['sampled']:.3f} greedy {r['greedy']:.3f} "
@@ -228,6 +235,13 @@ def format_result(res) -> str:
             rs = res["worlds"][w]["runs"][name]
             g = sum(r["greedy"] for r in rs) / len(rs)
             cells.append(f"{spread([r['sampled'] for r in rs], '.3f') + f' ({g:.3f})':>34s}")
+        lines.append(f"{name:30s} " + " ".join(cells))
+    lines += ["", "the sampled training reward over steps 1-5, mean over seeds (how fast each arm moves at first):"]
+    for name in next(iter(res["worlds"].values()))["runs"]:
+        cells = []
+        for w in worlds:
+            rs = [r["reward"][:5] for r in res["worlds"][w]["runs"][name] if r.get("reward")]
+            cells.append(f"{sum(map(sum, rs)) / max(1, sum(map(len, rs))):>34.3f}" if rs else f"{'-':>34s}")
         lines.append(f"{name:30s} " + " ".join(cells))
     lines += ["", "the comparisons, paired by seed (sampled accuracy):"]
     for what, a, b, claim in COMPARISONS:
