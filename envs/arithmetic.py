@@ -114,8 +114,8 @@ class ArithmeticTask:
             without ``<eos>`` is truncated and scores as wrong (TRL's
             ``max_completion_length``), so long answers are more often wrong.
         junk: 0.0 (the default) or the share of SFT demonstrations, 0..1, that carry one junk
-            token ``=`` inside the answer (``81`` written ``8=1``; which problems and where: a
-            hash of the problem). The checker reads ``=`` as a wrong token, so an answer with
+            token ``=`` in the answer, before, between or after its digits (``18`` written ``=18``,
+            ``1=8`` or ``18=``; which problems and where: a hash of the problem). The checker reads ``=`` as a wrong token, so an answer with
             junk scores 0: a flaw the reference learns from its data and shows the moment it
             writes it (notebook 08 part 2's junk world, where a critic can read the answer so far). The
             completion budget grows by one token. Needs ``filler=0`` (filler makes ``=`` harmless).
@@ -338,7 +338,8 @@ class ArithmeticTask:
     def demonstration(self, problem: Problem) -> str:
         """The SFT target text (before ``<eos>``): the answer, then, with ``filler > 0``,
         between 0 and ``filler`` filler tokens (a hash of the problem says how many); with
-        ``junk > 0``, on that share of the problems, one ``=`` inside the answer (a hash says where)."""
+        ``junk > 0``, on that share of the problems, one ``=`` before, between or after the answer's
+        digits (a hash says where)."""
         if self.junk:
             h = zlib.crc32(f"junk {problem.a}{problem.op}{problem.b}".encode())
             if h % 10_000 >= round(self.junk * 10_000):

@@ -74,3 +74,26 @@ def test_a_tiny_run_fills_every_world_arm_and_seed(tmp_path, monkeypatch):
     assert len(res["worlds"]["junk"]["reading"]["ev"]) == len(res["worlds"]["default"]["reading"]["ev"]) + 1
     text = cp.format_result(res)
     assert "exact per-token credit beats the exact prompt value" in text and "junk [" in text
+
+
+def _writes(policy, token_id):
+    """``policy`` made to write ``token_id`` at every position (a hook on its head sets the logits)."""
+
+    def force(module, inputs, out):
+        logits = torch.full_like(out, -30.0)
+        logits[..., token_id] = 30.0
+        return logits
+
+    policy.head.register_forward_hook(force)
+    return policy
+
+
+def test_junk_rates_count_the_answers_that_write_junk(tiny_policy):
+    import copy
+
+    task, _ = cp.world_setup("junk", "cpu")
+    tok = task.tokenizer
+    always = cp.junk_rates(_writes(copy.deepcopy(tiny_policy), tok.stoi["="]), task, n=16, seed=0, temperature=0.0)
+    assert always["junk"] == 1.0 and always["accuracy"] == 0.0
+    never = cp.junk_rates(_writes(tiny_policy, tok.eos_id), task, n=16, seed=0, temperature=0.0)  # control: no junk
+    assert never["junk"] == 0.0 and never["right_without"] == never["accuracy"] == 0.0

@@ -1,36 +1,37 @@
 """Where a critic's credit pays, and where it does not (issue 32): three worlds, one condition.
 
-PPO's critic gives each token its own advantage, A_t = G_t - V(s_t) (GAE); GRPO gives every token of
-an answer the same A_i. A per-token value can buy PPO more than a baseline that sees only the prompt
-when three things hold, written down before the measurement:
+PPO's critic gives each token its own advantage, A_t = G_t - V(s_t) (GAE, lambda = 1); GRPO gives every
+token of an answer the same A_i. A per-token value can buy PPO more than a value of the prompt only where
+three things hold, written down before the measurement:
 
-    (1) the prefix reveals the outcome: the exact V*(s_t) = P(R = 1 | s_t) explains more of R after a
-        few tokens than V*(s_0) = p_q does (EV_t > EV_0; `measure.credit.oracle_values`);
-    (2) the critic reads it: a learned V(s_t), fitted as PPO fits it, comes near V*'s EV_t; reading a
-        written digit of a sum takes the sum, reading a junk token does not;
-    (3) learning waits on which token to blame: a flat advantage per answer is the slow part, so a
-        per-token one is faster per sampled answer.
+    (1) the prefix reveals the outcome: the exact V*(s_t) = P(R = 1 | s_t) under the policy (its own value,
+        computed exactly: `measure.credit.oracle_values`; not the optimal value) explains more of R after a
+        few tokens than V*(s_0) = p_q does (EV_t > EV_0);
+    (2) the critic reads it: a learned V(s_t), fitted as PPO fits it, comes near V*'s EV_t;
+    (3) learning waits on which token to blame: one advantage per answer is the slow part, so a per-token
+        one gets further per sampled answer.
 
 The worlds (cpu preset, 2-digit addition): "default" and "spread" (`presets.WORLDS`: the same task,
 references that differ in what they know), and "junk" (`junk_setup`: `ArithmeticTask(junk=0.5)`, a
 reference trained 500 SFT steps on answers half of which carry one junk token '=', which the checker
-counts wrong; it writes junk in about half its sampled answers and little else wrong).
+counts wrong; `junk_rates` measures how often it writes one).
 
-The arms, each PPO as `make_algorithm("ppo")` builds it with one thing switched, from the world's
-reference, 40 steps x 512 completions (the difficulty regime's budget):
+The arms, from the world's reference, 40 steps x 512 completions (the difficulty regime's budget):
 
-    batch mean                   the critic's V(s_t) replaced by the batch's mean return (`gap_ablation`)
-    V*(s_0), exact prompt value  `measure.credit.ExactCritic(prompt_only=True)`: p_q at every token, the
-                                 best baseline that sees only the prompt
-    V*(s_t), lam 1               `ExactCritic`: A_t = R - V*(s_t)
-    V*(s_t), lam 0               `ExactCritic`, GAE lambda 0: A_t = V*(s_{t+1}) - V*(s_t), each token's own credit
+    batch mean                   PPO with the critic's V(s_t) replaced by the batch's mean return (`gap_ablation`)
+    V*(s_0), exact prompt value  PPO with `measure.credit.ExactCritic(prompt_only=True)`: p_q at every token,
+                                 the best predictor of R from the prompt (what EV_max measures)
+    V*(s_t), lam 1               PPO with `ExactCritic`: A_t = G_t - V*(s_t)
+    V*(s_t), lam 0               the same, and GAE lambda 0: A_t = r_t + V*(s_{t+1}) - V*(s_t), each token's own
+                                 credit (two switches from the prompt value: the per-token values and lambda)
     learned critic (PPO)         PPO as it is: a `Critic` from the policy's trunk, learning as it trains
     GRPO                         `make_algorithm("grpo")`: 64 prompts x 8, one advantage per answer
 
-The measure is sampled held-out accuracy (temperature 1, each of the 500 held-out problems sampled
-4 times: what RL optimises, and the one accuracy that sees junk; greedy decoding never writes it),
-with greedy held-out accuracy beside it. The reading (1)-(2) is measured at the reference: a critic
-fitted 40 steps (`fit_critic`) and V*, EV_t by position (`critic_by_position`).
+(G_t and r_t carry PPO's KL penalty, beta k1 per token, as well as the outcome R; `ExactCritic` values R
+alone.) The measure is sampled held-out accuracy (temperature 1, each of the 500 held-out problems sampled
+4 times: what RL optimises, and the accuracy that sees junk), with greedy held-out accuracy beside it. The
+reading (1)-(2) is measured at the reference: a critic fitted 40 steps (`fit_critic`) and V*, EV_t by
+position (`critic_by_position`).
 
     python -m grpo_edu.experiments.credit_pays --seeds 3          # about 15 minutes on one thread
 
@@ -65,6 +66,8 @@ ARMS = {  # name -> (algorithm, its config switches, the baseline: "own" | "batc
 }
 COMPARISONS = (  # (what, arm, against it, the claim) each a paired difference per seed, verdict at margin 0.02
     ("per-token credit", "V*(s_t), lam 0", "V*(s_0), exact prompt value", "exact per-token credit beats the exact prompt value"),
+    ("per-token values", "V*(s_t), lam 1", "V*(s_0), exact prompt value", "exact per-token values at PPO's lambda 1 beat it"),
+    ("lambda 0", "V*(s_t), lam 0", "V*(s_t), lam 1", "with exact values, lambda 0 beats lambda 1"),
     ("the learned critic", "learned critic (PPO)", "batch mean", "the learned critic's V(s_t) beats the batch mean"),
     ("PPO over GRPO", "learned critic (PPO)", "GRPO", "PPO beats GRPO per sampled answer"),
 )  # fmt: skip
@@ -89,6 +92,27 @@ def junk_setup(preset="cpu", junk: float = JUNK, sft_steps: int = JUNK_SFT_STEPS
     model = dataclasses.replace(preset.model, max_seq_len=max(preset.model.max_seq_len, fit))
     sft = dataclasses.replace(preset.sft, target_accuracy=1.0, max_steps=sft_steps)
     return task, dataclasses.replace(preset, model=model, sft=sft)
+
+
+def junk_rates(policy, task, n: int = 2048, seed: int = 0, temperature: float = 1.0) -> dict:
+    """MEASURED on ``n`` fresh training prompts (one answer each, at ``temperature``; 0: greedy): the share of
+    answers that write a junk token ``=`` (``"junk"``), the accuracy of those that do not (``"right_without"``)
+    and the accuracy of all (``"accuracy"``)."""
+    import torch
+
+    from ..measure.common import rngs
+    from ..rollout import sample_batch
+
+    rng, gen = rngs(seed, next(policy.parameters()).device)
+    with torch.no_grad():
+        ro, scores, _ = sample_batch(policy, task, n, 1, rng, gen, temperature=temperature)
+    junk = ((ro.completion_ids == task.tokenizer.stoi["="]) & (ro.mask > 0)).any(1).cpu()
+    R = scores.sum(1).cpu()
+    return {
+        "junk": float(junk.float().mean()),
+        "right_without": float(R[~junk].mean()) if bool((~junk).any()) else math.nan,
+        "accuracy": float(R.mean()),
+    }
 
 
 def world_setup(world: str, preset="cpu"):
@@ -186,6 +210,12 @@ def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False,
         reference = reference_policy(p, task=task, progress=False)
         sampled0 = evaluate(reference, task, task.eval_problems() * z["samples"], temperature=1.0, seed=p.seed + 11)
         w = {
+            "rates": {
+                k: junk_rates(reference, task, z["probe"], p.seed + 5, t)
+                for k, t in (("sampled", 1.0), ("greedy", 0.0))
+            }
+            if task.junk
+            else None,
             "reading": reading(reference, task, z["fit_steps"], z["probe"], p.seed),
             "reference": {"sampled": sampled0, "greedy": evaluate(reference, task)},
             "runs": {n: [] for n in names},
@@ -224,6 +254,13 @@ def format_result(res) -> str:
         fmt = " ".join(f"{x:+.2f}" if not math.isnan(x) else "  nan" for x in r["ev"])
         ofmt = " ".join(f"{x:+.2f}" if not math.isnan(x) else "  nan" for x in r["oracle_ev"])
         lines.append(f"{world:8s} {fmt:34s} {ofmt:34s} {r['rise']:+13.3f} {r['oracle_rise']:+6.3f}")
+    for world in worlds:
+        rates = res["worlds"][world].get("rates")
+        if rates:
+            t1, t0 = rates["sampled"], rates["greedy"]
+            lines.append(f"{world} reference, {res['worlds'][world]['reading']['n'][0]} training prompts: answers with junk "
+                         f"{t1['junk']:.3f} sampled, {t0['junk']:.3f} greedy; accuracy of the answers without it "
+                         f"{t1['right_without']:.3f} sampled, {t0['right_without']:.3f} greedy")  # fmt: skip
     lines += ["", f"sampled held-out accuracy (T = 1, 4 samples of each of 500 problems) after {res['steps']} steps x "
               f"{res['sequences_per_step']} completions, seeds {res['seeds']}: mean [min, max] (greedy beside it)"]  # fmt: skip
     lines.append(f"{'arm':30s} " + " ".join(f"{w:>34s}" for w in worlds))

@@ -171,7 +171,9 @@ class ExactCritic:
     """A critic that knows the task: ``V*(s_t) = P(R = 1 | s_t)`` under the policy being trained
     (`oracle_values`, from the policy at the moment it is asked: pi_old at ``prepare``), in place of
     a learned `Critic`. ``prompt_only=True`` gives every token the first one's value, ``V*(s_0) = p_q``:
-    the best baseline that sees only the prompt. What a critic that read the prefix perfectly would
+    the best predictor of R from the prompt (what EV_max measures; the variance-optimal baseline is
+    another number, notebook 08 part 1, section 4). V* here is the policy's own value, computed exactly,
+    not the optimal value. What a critic that read the prefix perfectly would
     buy, measured beside the learned one (``grpo_edu.experiments.credit_pays``); the limit of
     VinePPO's Monte-Carlo values (Kazemnejad et al. 2024), exact here because each problem has one
     right answer. It does not learn: ``step`` does nothing and returns 0."""
