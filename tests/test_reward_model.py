@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from envs import ArithmeticTask
+from grpo_edu import sample_batch
 from grpo_edu.demos.reward_model import (
     ProxyTask,
     RewardModel,
     RewardModelConfig,
+    exploit_rate,
     exploits,
     label_samples,
     train_reward_model,
@@ -102,6 +104,13 @@ def test_reward_model_training_measures_itself(task1, tiny_policy):
     assert len(ex) == 3, ex
     assert [e["proxy"] for e in ex] == sorted((e["proxy"] for e in ex), reverse=True)
     assert all(e["completion"].split("<eos>")[0] != e["answer"] or not e["completion"].endswith("<eos>") for e in ex)
+    # the rate counts the rejected answers r_phi rates right: none when nothing is rated right, every rejected
+    # answer when everything is (the checker's rejections counted by hand on the same samples)
+    assert exploit_rate(proxy, tiny_policy, n_prompts=32, threshold=1.0) == 0.0
+    rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    ro, _, problems = sample_batch(tiny_policy, proxy, 32, 1, rng, gen)
+    rejected = (task1.rewards(problems, ro.texts, (~ro.truncated).tolist()) == 0).float().mean().item()
+    assert exploit_rate(proxy, tiny_policy, n_prompts=32, threshold=-1.0) == rejected
 
 
 @pytest.mark.parametrize(

@@ -234,3 +234,14 @@ def exploits(proxy: ProxyTask, policy, n_prompts: int = 256, k: int = 5, seed: i
             p = problems[i]
             out.append({"prompt": p.prompt, "completion": text, "answer": p.answer, "proxy": float(r[i])})
     return out
+
+
+def exploit_rate(proxy: ProxyTask, policy, n_prompts: int = 512, seed: int = 0, threshold: float = 0.5) -> float:
+    """The share of ``n_prompts`` sampled completions (temperature 1, one per prompt) that r_phi rates
+    right (``sigmoid(r_phi) > threshold``) while the exact checker rejects them: how often ``policy``
+    writes what `exploits` lists. Measured on the reference too, it is the control for a policy's rate."""
+    device = next(policy.parameters()).device
+    rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
+    ro, scores, problems = sample_batch(policy, proxy, n_prompts, 1, rng, gen)
+    gold = proxy.task.rewards(problems, ro.texts, (~ro.truncated).tolist())
+    return float(((scores.sum(1) > threshold) & (gold == 0)).float().mean())
