@@ -69,3 +69,12 @@ def test_the_kept_h200_run_prints_the_measurements_block(tmp_path):
     assert s == json.loads((kept / "summary.json").read_text())
     assert s["device"] == "cuda" and s["rl_steps"] == 100
     assert gpu_curve.format_summary(s) == read("gpucurveh200")
+
+
+def test_the_kept_h200_compare_is_the_measurements_block():
+    """The four rungs' H200 run: the page's comparegpu block is the output kept in tests/data/compare_gpu_h200."""
+    from course.site.blocks import ROOT, read
+
+    kept = (ROOT / "tests/data/compare_gpu_h200/compare.txt").read_text().rstrip("\n")
+    assert read("comparegpu") == kept
+    assert "on cuda" in kept and "compare exit 0" in (ROOT / "tests/data/compare_gpu_h200/machine.txt").read_text()

@@ -81,6 +81,9 @@ BLOCKS = {
         ),
         by_hand=True,
     ),
+    "comparegpu": Block(  # the four rungs on the gpu preset, on the same H200 (its output kept in tests/data)
+        M, ("grpo-edu compare --preset gpu --steps 100 --out runs/compare-gpu",), by_hand=True
+    ),
     "knobmap": Block("knobs.md", (KNOB_MAP_COMMAND,)),
     "nbcheck": Block(T, ("grpo-edu check-notebooks",), by_hand=True),
     "tests": Block(T, ('pip install -e ".[dev]" && pytest --nbval -n 2 --dist loadfile',), by_hand=True),
