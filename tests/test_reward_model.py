@@ -113,6 +113,36 @@ def test_reward_model_training_measures_itself(task1, tiny_policy):
     assert exploit_rate(proxy, tiny_policy, n_prompts=32, threshold=-1.0) == rejected
 
 
+def test_exploit_rate_counts_wrong_answers_above_the_threshold(task1, monkeypatch):
+    """A hand-made sample, some answers right: the rate counts only the wrong ones r_phi rates above the threshold."""
+    import types
+
+    from grpo_edu.demos import reward_model as reward_model_module
+
+    p = task1.make_problem(3, 4)  # answer "7"
+    # (completion, sigmoid(r_phi)): two right answers, one rated high and one low, and four wrong ones
+    sample = [("7", 0.9), ("7", 0.2), ("8", 0.8), ("1", 0.6), ("9", 0.3), ("", 0.1)]
+    texts, proxy_scores = zip(*sample)
+    rollout = types.SimpleNamespace(texts=list(texts), truncated=torch.zeros(len(sample), dtype=torch.bool))
+    scores = torch.tensor(proxy_scores).unsqueeze(1)  # [B, 1]: the proxy reward on the last token
+
+    def fake_sample_batch(policy, proxy, n_prompts, group_size, rng, gen):
+        assert (n_prompts, group_size) == (len(sample), 1)
+        return rollout, scores, [p] * len(sample)
+
+    monkeypatch.setattr(reward_model_module, "sample_batch", fake_sample_batch)
+    proxy = ProxyTask(task1, constant_model(task1, 0.0))
+    policy = torch.nn.Linear(1, 1)  # only its device is read
+    assert task1.rewards([p] * len(sample), list(texts)).tolist() == [1, 1, 0, 0, 0, 0]  # the checker, by hand
+    # threshold 0.5: the wrong answers rated 0.8 and 0.6 (not the right one rated 0.9): 2 of 6. Without the checker's
+    # factor it would count 3, with the right answers instead of the wrong ones 1
+    assert exploit_rate(proxy, policy, n_prompts=len(sample), threshold=0.5) == pytest.approx(2 / 6)
+    # threshold 0.7: the wrong answer rated 0.8 only (1 of 6; without the checker's factor 2)
+    assert exploit_rate(proxy, policy, n_prompts=len(sample), threshold=0.7) == pytest.approx(1 / 6)
+    # threshold 0.05: every wrong answer (4 of 6; without the checker's factor 6)
+    assert exploit_rate(proxy, policy, n_prompts=len(sample), threshold=0.05) == pytest.approx(4 / 6)
+
+
 @pytest.mark.parametrize(
     "field,value",
     [("n_labels", 1), ("hidden", 0), ("epochs", 1.5), ("lr", 0), ("val_frac", 1.0), ("temperature", -1)],
