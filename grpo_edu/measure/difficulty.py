@@ -5,7 +5,8 @@ and a part between them (the law of total variance):
 
     Var(R) = E_q[p_q (1 - p_q)] + Var_q(p_q)
 
-The best value of a prompt is V(q) = p_q, so a critic explains at most
+The best value of a prompt is V(q) = p_q, so a baseline that sees only the prompt (a critic's V(s_0)
+among them; not its V(s_t) once answer tokens are written, `grpo_edu.measure.credit`) explains at most
 
     EV_max = Var_q(p) / Var(R)
 

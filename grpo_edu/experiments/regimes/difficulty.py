@@ -1,7 +1,9 @@
 """The difficulty regime: easy and hard prompts, in the spread world and the default one.
 
 For a 0/1 reward with p_q = P(right | q): Var(R) = E_q[p(1-p)] + Var_q(p); the best V(s_0) is p_q,
-so a critic explains at most EV_max = Var_q(p) / Var(R), and the leave-one-out group mean leaves
+so a critic's first-token value V(s_0), and every baseline that sees only the prompt, explains at
+most EV_max = Var_q(p) / Var(R) (its V(s_t) after a written digit is not bounded by it: notebook 08
+part 2), and the leave-one-out group mean leaves
 Var(R - b_loo) / Var(R - b_batch) = G/(G-1) (1 - EV_max) (`grpo_edu.measure.difficulty`). The
 default reference is about as unsure of every prompt (EV_max near 0); the spread world's reference
 (`get_preset(world="spread")`) was taught only the problems with small operands, so it is sure of
