@@ -66,8 +66,10 @@ def fit_critic(
     (gamma = 1, outcome reward), from the policy's trunk.
 
     Returns ``(critic ValueModel, info)``; MEASURED on a fresh batch:
-    info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R). Near 0: the critic cannot
-    tell from the prompt which answers will fail (at T=1 failures are sampling noise).
+    info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R), at the first answer token only. Near 0:
+    the prompt alone does not say which answers will fail (at s_0 no answer token is sampled yet; at
+    T=1 failures are sampling noise). V(s_t) by position, once digits are written:
+    `grpo_edu.measure.credit`.
     """
     from ..train import progress_bar as tqdm
 
