@@ -94,3 +94,14 @@ def test_compare_says_which_notebook_explains_a_claim_that_does_not_hold():
     assert "why: notebook 02, section 2, and 02_baseline_variance, section 2" in text
     assert text.count("why:") == 1  # a claim that holds needs no explanation
     assert explained_in("an unknown claim") is None
+
+
+def test_a_long_why_line_is_wrapped_to_the_report_width():
+    from grpo_edu.measure.reports import WIDTH, format_claims
+
+    claim = {"claim": "a learned critic (PPO) beats the group baseline (GRPO) per sampled answer"}
+    text = format_claims([{**claim, "measurement": "m", "verdict": "fails here"}], seeds=3)
+    why = text[text.index("why: ") :]
+    assert "gap_ablation" in why and "notebook 08, part 2" in why
+    assert max(len(line) for line in text.splitlines()) <= WIDTH
+    assert len(why.splitlines()) > 1  # the control: unwrapped, this line is wider than WIDTH

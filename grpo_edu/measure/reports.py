@@ -100,12 +100,18 @@ def format_table(result: dict) -> str:
 EXPLAINED = {
     "every rung learns": "notebook 05, section 2",
     "reusing each batch": "notebook 05, section 5",
-    "a learned critic (PPO) beats": "notebook 05 section 5; the spread world: notebook 08",
+    "a learned critic (PPO) beats": (
+        "notebook 05, section 5; what carries PPO's lead (the layout, not the critic): `python -m "
+        "grpo_edu.experiments.gap_ablation`; where a critic's credit pays: notebook 08, part 2"
+    ),
     "GRPO reaches the target in less wall time": "notebook 05, section 5",
     "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 4",
     "GRPO's G completions per prompt": "notebook 05, section 4",
     "a baseline lowers the variance": "notebook 02, section 2, and 02_baseline_variance, section 2; the advantage's falls: notebook 08",
-    "the critic learns to predict": "02_baseline_variance, section 1; V(s_0)'s ceiling, and V(s_t) token by token: notebook 08",
+    "the critic learns to predict": (
+        "02_baseline_variance, section 1; V(s_0)'s ceiling: notebook 08, part 1; V(s_t) token by token: notebook 08, "
+        "part 2"
+    ),
     "the group baseline gives GRPO": "notebook 05, section 3, and notebook 08",
 }
 
@@ -124,7 +130,7 @@ def format_claims(claims: list[dict], seeds: int = 2) -> str:
         lines.append(wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] "))
         where = explained_in(c["claim"]) if c["verdict"] != "holds" else None
         if where:
-            lines.append(f"{' ' * 15}why: {where}")
+            lines.append(wrap(where, " " * 20, " " * 15 + "why: "))
     return "\n".join(lines)
 
 
