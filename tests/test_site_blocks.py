@@ -27,7 +27,7 @@ def test_write_replaces_only_the_blocks_output(tmp_path, monkeypatch):
 
 def test_readme_gpu_numbers_are_the_measured_block():
     """README's sentences on the gpu preset's runs quote only numbers the measurements page's blocks print:
-    the CPU run's from the gpucurve block, the H200 runs' from gpucurveh200 and the runs' kept machine.txt."""
+    the CPU run's from the gpucurve block, the H200 runs' from gpucurveh200, comparegpu and the runs' kept machine.txt."""
     import re
 
     from course.site.blocks import ROOT, read
@@ -38,7 +38,10 @@ def test_readme_gpu_numbers_are_the_measured_block():
     end = readme.index("The curve, the command", h)
     kept = (ROOT / "tests/data/gpu_curve_h200/machine.txt").read_text()
     kept += (ROOT / "tests/data/compare_gpu_h200/machine.txt").read_text()
-    for sentence, block in ((readme[a:h], read("gpucurve")), (readme[h:end], read("gpucurveh200") + kept)):
+    for sentence, block in (
+        (readme[a:h], read("gpucurve")),
+        (readme[h:end], read("gpucurveh200") + read("comparegpu") + kept),
+    ):
         numbers = [n for n in re.findall(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?", sentence) if len(n) > 1]
         assert len(numbers) >= 6, numbers
         missing = [n for n in numbers if n not in block]
