@@ -115,10 +115,10 @@ class ArithmeticTask:
             ``max_completion_length``), so long answers are more often wrong.
         junk: 0.0 (the default) or the share of SFT demonstrations, 0..1, that carry one junk
             token ``=`` in the answer, before, between or after its digits (``18`` written ``=18``,
-            ``1=8`` or ``18=``; which problems and where: a hash of the problem). The checker reads ``=`` as a wrong token, so an answer with
-            junk scores 0: a flaw the reference learns from its data and shows the moment it
-            writes it (notebook 08 part 2's junk world, where a critic can read the answer so far). The
-            completion budget grows by one token. Needs ``filler=0`` (filler makes ``=`` harmless).
+            ``1=8`` or ``18=``; which problems and where: a hash of the problem). The checker reads
+            ``=`` as a wrong token, so an answer with junk scores 0: a flaw the reference learns from
+            its data and shows the moment it writes it (notebook 08 part 2's junk world, where a critic
+            can read the answer so far). The completion budget grows by one token. Needs ``filler=0`` (filler makes ``=`` harmless).
     """
 
     def __init__(

@@ -94,6 +94,6 @@ def test_junk_rates_count_the_answers_that_write_junk(tiny_policy):
     task, _ = cp.world_setup("junk", "cpu")
     tok = task.tokenizer
     always = cp.junk_rates(_writes(copy.deepcopy(tiny_policy), tok.stoi["="]), task, n=16, seed=0, temperature=0.0)
-    assert always["junk"] == 1.0 and always["accuracy"] == 0.0
+    assert always["junk"] == 1.0 and always["accuracy"] == 0.0 and always["n"] == 16
     never = cp.junk_rates(_writes(tiny_policy, tok.eos_id), task, n=16, seed=0, temperature=0.0)  # control: no junk
     assert never["junk"] == 0.0 and never["right_without"] == never["accuracy"] == 0.0

@@ -222,10 +222,7 @@ class ProxyTask:
 def exploits(proxy: ProxyTask, policy, n_prompts: int = 256, k: int = 5, seed: int = 0) -> list[dict]:
     """The ``k`` sampled completions (temperature 1) that r_phi scores highest among those the
     exact checker rejects: ``{"prompt", "completion", "answer", "proxy"}`` each."""
-    device = next(policy.parameters()).device
-    rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
-    ro, scores, problems = sample_batch(policy, proxy, n_prompts, 1, rng, gen)
-    gold = proxy.task.rewards(problems, ro.texts, (~ro.truncated).tolist())
+    ro, scores, problems, gold = _sampled_and_checked(proxy, policy, n_prompts, seed)
     r = scores.sum(1).masked_fill(gold > 0, -math.inf)
     out = []
     for i in torch.argsort(r, descending=True)[:k].tolist():
@@ -240,8 +237,14 @@ def exploit_rate(proxy: ProxyTask, policy, n_prompts: int = 512, seed: int = 0, 
     """The share of ``n_prompts`` sampled completions (temperature 1, one per prompt) that r_phi rates
     right (``sigmoid(r_phi) > threshold``) while the exact checker rejects them: how often ``policy``
     writes what `exploits` lists. Measured on the reference too, it is the control for a policy's rate."""
+    _, scores, _, gold = _sampled_and_checked(proxy, policy, n_prompts, seed)
+    return float(((scores.sum(1) > threshold) & (gold == 0)).float().mean())
+
+
+def _sampled_and_checked(proxy: ProxyTask, policy, n_prompts: int, seed: int):
+    """One completion (temperature 1) to each of ``n_prompts`` prompts, scored by r_phi (``scores``: sigmoid(r_phi)
+    on the last token) and by the exact checker (``gold``): ``(rollout, scores, problems, gold)``."""
     device = next(policy.parameters()).device
     rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
     ro, scores, problems = sample_batch(policy, proxy, n_prompts, 1, rng, gen)
-    gold = proxy.task.rewards(problems, ro.texts, (~ro.truncated).tolist())
-    return float(((scores.sum(1) > threshold) & (gold == 0)).float().mean())
+    return ro, scores, problems, proxy.task.rewards(problems, ro.texts, (~ro.truncated).tolist())

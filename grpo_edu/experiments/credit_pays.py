@@ -96,8 +96,8 @@ def junk_setup(preset="cpu", junk: float = JUNK, sft_steps: int = JUNK_SFT_STEPS
 
 def junk_rates(policy, task, n: int = 2048, seed: int = 0, temperature: float = 1.0) -> dict:
     """MEASURED on ``n`` fresh training prompts (one answer each, at ``temperature``; 0: greedy): the share of
-    answers that write a junk token ``=`` (``"junk"``), the accuracy of those that do not (``"right_without"``)
-    and the accuracy of all (``"accuracy"``)."""
+    answers that write a junk token ``=`` (``"junk"``), the accuracy of those that do not (``"right_without"``),
+    the accuracy of all (``"accuracy"``) and how many answers (``"n"``)."""
     import torch
 
     from ..measure.common import rngs
@@ -112,6 +112,7 @@ def junk_rates(policy, task, n: int = 2048, seed: int = 0, temperature: float = 
         "junk": float(junk.float().mean()),
         "right_without": float(R[~junk].mean()) if bool((~junk).any()) else math.nan,
         "accuracy": float(R.mean()),
+        "n": int(len(R)),
     }
 
 
@@ -258,7 +259,7 @@ def format_result(res) -> str:
         rates = res["worlds"][world].get("rates")
         if rates:
             t1, t0 = rates["sampled"], rates["greedy"]
-            lines.append(f"{world} reference, {res['worlds'][world]['reading']['n'][0]} training prompts: answers with junk "
+            lines.append(f"{world} reference, {t1['n']} training prompts: answers with junk "
                          f"{t1['junk']:.3f} sampled, {t0['junk']:.3f} greedy; accuracy of the answers without it "
                          f"{t1['right_without']:.3f} sampled, {t0['right_without']:.3f} greedy")  # fmt: skip
     lines += ["", f"sampled held-out accuracy (T = 1, 4 samples of each of 500 problems) after {res['steps']} steps x "
