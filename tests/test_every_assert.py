@@ -5,7 +5,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from grpo_edu.experiments.every_assert import every_failing_assert, rewrite_cell
+from grpo_edu.experiments.every_assert import every_assert_value, every_failing_assert, rewrite_cell
 
 CELLS = [
     "%matplotlib inline\nx = 1",
@@ -42,3 +42,13 @@ def test_every_failing_assert_is_recorded_with_its_cell_line_and_message(tmp_pat
 
 def test_a_cell_without_asserts_or_with_a_magic_is_left_as_written():
     assert rewrite_cell(CELLS[0], 0) == CELLS[0] and rewrite_cell(CELLS[2], 2) == CELLS[2]
+
+
+def test_values_records_every_assert_with_each_side_of_its_comparisons(tmp_path):
+    cells = ["x = 1.5\nassert 1 < x < 2\nassert x > 3 and x < 4, 'fails'", "assert isinstance(x, float)"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells])
+    nbformat.write(nb, tmp_path / "bounds.ipynb")
+    found = every_assert_value(tmp_path / "bounds.ipynb", timeout=60)
+    assert [(v["cell"], v["line"], v["ok"]) for v in found] == [(0, 2, True), (0, 3, False), (1, 1, True)]
+    assert found[0]["operands"] == [1.0, 1.5, 2.0] and found[1]["operands"] == [1.5, 3.0, 1.5, 4.0]
+    assert found[2]["operands"] == [1.0]  # not a comparison: the test's own value
