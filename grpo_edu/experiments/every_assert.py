@@ -13,7 +13,9 @@ environment, as in `grpo-edu check-notebooks`:
 With ``--values`` it records every assert, passing or not, with the value of each side of its comparison
 (each operand of ``a < b < c``, of every comparison joined by ``and``/``or``): what a bound is calibrated
 from. One JSON line per assert; run it at each calibration shift and take the mean and standard deviation
-of each assert's margin (``left - right``) over the shifts:
+of each assert's margin (``left - right``) over the shifts. The right side holds the bound, often scaled
+(``x > 2 * y`` records ``x`` and ``2 * y``): a ratio of the two sides is the quantity over the bound, not
+``x / y``, so compute the quantity the comment names from the operands before stating its range. At each shift:
 
     for k in 0 1 2 3 4; do GRPO_EDU_SEED_SHIFT=$k python -m grpo_edu.experiments.every_assert --values \\
         notebooks/03_ppo.ipynb > values_$k.jsonl; done
