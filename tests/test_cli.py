@@ -6,20 +6,14 @@ import re
 import pytest
 
 from grpo_edu import get_preset
-from grpo_edu.experiments import (
-    Variant,
-    best_learning_rates,
-    format_ablation,
-    format_memory_sweep,
-    format_variance_study,
-    generation_speed,
-    run_ablation,
-    run_variance_study,
-    write_report,
-)
-from grpo_edu.experiments.cli import main
+from grpo_edu.command.cli import main
+from grpo_edu.command.reports import format_ablation, format_memory_sweep, format_variance_study, write_report
 from grpo_edu.hf import missing_extra
 from grpo_edu.measure import claims, format_table, run_comparison, where_each_wins
+from grpo_edu.studies.ablation import Variant, run_ablation
+from grpo_edu.studies.bench import generation_speed
+from grpo_edu.studies.sweep import best_learning_rates
+from grpo_edu.studies.variance_study import run_variance_study
 
 needs_trl = pytest.mark.skipif(missing_extra() is not None, reason='needs the [trl] extra: pip install -e ".[trl]"')
 
@@ -156,7 +150,7 @@ def test_bad_arguments_are_one_line_errors_naming_the_flag(argv, match, capsys):
 
 
 def _verb_names():
-    from grpo_edu.experiments.cli import VERBS
+    from grpo_edu.command.cli import VERBS
 
     return [*VERBS, "check-notebooks"]
 
@@ -306,7 +300,7 @@ def test_ablation_runs_one_row_per_difference():
 
 
 def test_check_notebooks_names_the_failed_cell_and_its_error():
-    from grpo_edu.experiments.check_notebooks import _failures, format_check
+    from tests.tools.check_notebooks import _failures, format_check
 
     out = (
         "\x1b[31m____ notebooks/05_side_by_side.ipynb::Cell 7 ____\x1b[0m\nCell 7: Cell execution caused an exception\n"
@@ -333,7 +327,7 @@ def test_readme_command_table_shows_the_real_defaults():
     (of `a|b`, the first): parsing it gives the same arguments as leaving it out."""
     from pathlib import Path
 
-    from grpo_edu.experiments.cli import _parser
+    from grpo_edu.command.cli import _parser
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("## The command\n", 1)[1].split("\n## ", 1)[0]
@@ -351,12 +345,14 @@ def test_readme_command_table_shows_the_real_defaults():
 
 def _no_work(monkeypatch):
     """Any training or benchmark that starts fails the test: what is checked must be checked before."""
-    import grpo_edu.experiments as experiments
     import grpo_edu.measure as measure
+    import grpo_edu.studies.ablation as ablation
+    import grpo_edu.studies.bench as bench
+    import grpo_edu.studies.sweep as sweep
     import grpo_edu.warmstart.reference as ref
 
-    for module, name in ((ref, "train_sft"), (ref, "reference_policy"), (experiments, "run_bench"),
-                         (measure, "run_comparison"), (experiments, "run_sweep"), (experiments, "run_ablation")):  # fmt: skip
+    for module, name in ((ref, "train_sft"), (ref, "reference_policy"), (bench, "run_bench"),
+                         (measure, "run_comparison"), (sweep, "run_sweep"), (ablation, "run_ablation")):  # fmt: skip
         monkeypatch.setattr(module, name, lambda *a, _n=name, **k: pytest.fail(f"{_n} ran before the check"))
 
 
@@ -474,9 +470,10 @@ def test_empty_cache_variable_is_a_one_line_error(capsys, monkeypatch, tmp_path)
 def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
     """compare --memory-sweep adds the sweep to the report (it was once parsed and dropped); bench
     hands --seed to the TRL bench and the sweep."""
-    import grpo_edu.experiments as experiments
+    import grpo_edu.command.reports as reports
     import grpo_edu.hf as hf
     import grpo_edu.measure as measure
+    import grpo_edu.studies.bench as bench
 
     seen = {}
 
@@ -487,13 +484,13 @@ def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
     monkeypatch.setattr(measure, "run_comparison", lambda preset, **k: {"total_seconds": 1.0})
     monkeypatch.setattr(measure, "format_table", lambda res: "TABLE")
     monkeypatch.setattr(measure, "memory_sweep", sweep)
-    monkeypatch.setattr(experiments, "format_memory_sweep", lambda rows: f"SWEEP {rows}")
-    monkeypatch.setattr(experiments, "write_report", lambda res, out: seen.update(report=res) or {"x": "x.png"})
+    monkeypatch.setattr(reports, "format_memory_sweep", lambda rows: f"SWEEP {rows}")
+    monkeypatch.setattr(reports, "write_report", lambda res, out: seen.update(report=res) or {"x": "x.png"})
     assert main(["compare", "--preset", "cpu", "--memory-sweep", "--seed", "3", "--quiet"]) == 0
     assert seen == {"sweep_seed": 3, "report": {"total_seconds": 1.0, "memory_sweep": [{"params": 1}]}}
     assert "SWEEP [{'params': 1}]" in capsys.readouterr().out
-    monkeypatch.setattr(experiments, "run_bench", lambda preset, seed, progress: {"seed": seed})
-    monkeypatch.setattr(experiments, "format_bench", lambda res: "BENCH")
+    monkeypatch.setattr(bench, "run_bench", lambda preset, seed, progress: {"seed": seed})
+    monkeypatch.setattr(reports, "format_bench", lambda res: "BENCH")
     monkeypatch.setattr(hf, "bench_trl", lambda preset, seed: seen.update(trl_seed=seed) or {})
     monkeypatch.setattr(hf, "format_bench_trl", lambda res: "TRL")
     assert main(["bench", "--preset", "cpu", "--trl", "--memory-sweep", "--seed", "2", "--quiet"]) == 0
@@ -503,8 +500,8 @@ def test_memory_sweep_and_seed_reach_the_jobs(capsys, monkeypatch):
 def test_world_flag_reaches_the_verb_and_names_its_choices(capsys, monkeypatch):
     """--world spread hands the verb the spread world's preset (its own reference); a bad world is argparse's
     one clear error, naming the allowed values; the flag's choices are presets.WORLDS."""
-    import grpo_edu.experiments.regimes as regimes
-    from grpo_edu.experiments.cli import _parser
+    import grpo_edu.studies.regimes as regimes
+    from grpo_edu.command.cli import _parser
     from grpo_edu.warmstart.presets import WORLDS
 
     seen = {}

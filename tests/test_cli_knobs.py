@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from grpo_edu.algorithms import ALGORITHMS, GRPOConfig, PPOConfig
-from grpo_edu.experiments.cli import main
-from grpo_edu.experiments.config_io import field_docs
+from grpo_edu.command.cli import main
+from grpo_edu.command.config_io import field_docs
 from grpo_edu.train import History
 
 
@@ -143,13 +143,13 @@ def test_field_docs_read_comments_and_docstrings():
 
 
 def test_compare_sets_a_field_on_each_rung_that_has_it(capsys, monkeypatch, tmp_path):
-    import grpo_edu.experiments as experiments
+    import grpo_edu.command.reports as reports
     import grpo_edu.measure as measure
 
     seen = {}
     monkeypatch.setattr(measure, "run_comparison", lambda preset, **k: seen.update(k) or {"total_seconds": 1.0})
     monkeypatch.setattr(measure, "format_table", lambda res: "TABLE")
-    monkeypatch.setattr(experiments, "write_report", lambda res, out: {})
+    monkeypatch.setattr(reports, "write_report", lambda res, out: {})
     argv = ["compare", "--preset", "cpu", "--quiet", "--out", str(tmp_path)]
     assert main([*argv, "--beta", "0.1", "--lr", "1e-4"]) == 0
     assert seen["configs"] == {
@@ -227,7 +227,7 @@ def test_the_config_repeats_the_run_to_the_same_numbers(kept):
 def test_tensorboard_events_or_a_one_line_note_and_lines_as_it_trains(kept, tmp_path, capsys, monkeypatch):
     import importlib.util
 
-    import grpo_edu.experiments.run_dir as run_dir
+    import grpo_edu.command.run_dir as run_dir
 
     events = sorted((kept / "a").glob("events.out.tfevents.*"))
     if importlib.util.find_spec("tensorboard") is not None:

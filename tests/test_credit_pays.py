@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from grpo_edu.algorithms.critic import Critic
-from grpo_edu.experiments import credit_pays as cp
 from grpo_edu.measure.credit import ExactCritic
+from grpo_edu.studies import credit_pays as cp
 
 
 def _setup_with_critic(name, task, tiny_policy):

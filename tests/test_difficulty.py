@@ -255,9 +255,9 @@ def test_prompt_success_and_pass_at_k_curve_agree(spread_reference):
 # ------------------------------------------------------------------ the regime, tiny
 def test_difficulty_regime_runs_both_worlds_tiny(tmp_path):
     from grpo_edu import ModelConfig, TinyGPT, get_preset
-    from grpo_edu.experiments import regimes
-    from grpo_edu.experiments.regimes.difficulty import RUNS, WORLDS
     from grpo_edu.figures.plotstyle import alt_text
+    from grpo_edu.studies import regimes
+    from grpo_edu.studies.regimes.difficulty import RUNS, WORLDS
 
     torch.manual_seed(0)
     ref = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))

@@ -1,11 +1,11 @@
-"""grpo_edu.experiments.every_assert: every failing assert of a notebook, where nbval reports a cell's first."""
+"""tests.tools.every_assert: every failing assert of a notebook, where nbval reports a cell's first."""
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from grpo_edu.experiments.every_assert import every_assert_value, every_failing_assert, rewrite_cell
+from tests.tools.every_assert import every_assert_value, every_failing_assert, rewrite_cell
 
 CELLS = [
     "%matplotlib inline\nx = 1",

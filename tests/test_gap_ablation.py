@@ -7,7 +7,7 @@ import torch
 
 from grpo_edu import functional as Fn
 from grpo_edu import plug
-from grpo_edu.experiments import gap_ablation as ga
+from grpo_edu.studies import gap_ablation as ga
 
 
 def _diff(a: dict, b: dict) -> set:

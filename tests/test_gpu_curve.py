@@ -1,4 +1,4 @@
-"""grpo_edu.experiments.gpu_curve: the gpu preset's curve run, checked here on the cpu preset's sizes
+"""grpo_edu.studies.gpu_curve: the gpu preset's curve run, checked here on the cpu preset's sizes
 (the same code path; the gpu sizes take minutes a step on a CPU, see README's "On a GPU")."""
 
 import json
@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from grpo_edu.experiments import gpu_curve
+from grpo_edu.studies import gpu_curve
 
 
 @pytest.fixture(scope="module")

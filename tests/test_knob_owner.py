@@ -17,7 +17,7 @@ from grpo_edu.algorithms import GRPOConfig
 # the modules themselves (grpo_edu.train is also the name of a function)
 bench, compare, memory, train_module, variance = (
     importlib.import_module(f"grpo_edu.{m}")
-    for m in ("experiments.bench", "measure.compare", "measure.memory", "train", "measure.variance")
+    for m in ("studies.bench", "measure.compare", "measure.memory", "train", "measure.variance")
 )
 
 TINY = ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
@@ -80,7 +80,7 @@ def test_the_group_size_set_once_reaches_every_consumer(G, spy, monkeypatch):
     # bench: generation speed, step cost and memory
     monkeypatch.setattr(bench, "reference_policy", lambda *a, **k: _tiny())
     res = bench.run_bench(preset, algorithms=("grpo",), n_steps=1, progress=False, configs=_configs(G))
-    assert set(spy.pop("grpo_edu.experiments.bench")) == {layout}
+    assert set(spy.pop("grpo_edu.studies.bench")) == {layout}
     assert set(spy.pop("grpo_edu.measure.memory")) == {layout}  # step_cost and step_memory both sample here
     assert res["generation"]["batch"] == SEQUENCES
     assert not spy  # no other consumer sampled

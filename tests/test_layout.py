@@ -94,8 +94,8 @@ def test_train_from_preset_builds_what_train_takes(task, reference, cpu_preset):
 def test_one_of_each():
     """One list of algorithm names, one sampler copy, one flat gradient, one GRPO eps."""
     from grpo_edu.algorithms import ALGORITHMS, GRPOConfig, sampler
+    from grpo_edu.command import cli
     from grpo_edu.demos import maze_pg, objectives
-    from grpo_edu.experiments import cli
     from grpo_edu.measure import ORDER, common, variance
 
     assert ORDER == tuple(ALGORITHMS)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset
-from grpo_edu.experiments import regimes
 from grpo_edu.measure.fits import GaoFit
+from grpo_edu.studies import regimes
 
 
 @pytest.fixture(scope="module")

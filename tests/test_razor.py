@@ -1,4 +1,4 @@
-"""The RL's Razor regime (grpo_edu/experiments/regimes/razor.py): its KL per completion, its line fit and its
+"""The RL's Razor regime (grpo_edu/studies/regimes/razor.py): its KL per completion, its line fit and its
 claims, by hand on small inputs, each with a control; and one tiny run end to end (numbers meaningless)."""
 
 import copy
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset
-from grpo_edu.experiments.regimes import razor
+from grpo_edu.studies.regimes import razor
 
 
 def _tiny(seed=0):

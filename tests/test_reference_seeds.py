@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from grpo_edu.experiments import reference_seeds as rs
+from grpo_edu.studies import reference_seeds as rs
 
 
 def test_bad_input_is_one_line_before_any_work():

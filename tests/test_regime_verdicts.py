@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset
-from grpo_edu.experiments import regimes
+from grpo_edu.studies import regimes
 
 PINS = Path(__file__).with_name("regime_verdicts.json")
 SEEDS = (0, 1)
@@ -43,7 +43,7 @@ def _run(name):
         own = _tiny_ref(fit.model.max_seq_len)
         return regimes.run_free_length(None, fit, seeds=SEEDS, steps=1, own_reference=own, progress=False)
     if name == "thinking":  # its own tiny reference, trained into the test's cache
-        from grpo_edu.experiments.regimes.thinking import PARTS
+        from grpo_edu.studies.regimes.thinking import PARTS
 
         return regimes.run_thinking(None, seeds=SEEDS, tiny=True, parts=PARTS, progress=False)
     if name == "spurious_rewards":

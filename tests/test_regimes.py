@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset
-from grpo_edu.experiments import regimes
+from grpo_edu.studies import regimes
 
 VERDICTS = {"holds", "fails here", "depends"}
 
@@ -113,7 +113,7 @@ def test_format_regimes_says_seeds_notebook_figure_and_time(tiny):
 
 
 def test_cli_help_and_bad_input(capsys):
-    from grpo_edu.experiments.cli import main
+    from grpo_edu.command.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["regimes", "--help"])

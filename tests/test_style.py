@@ -65,7 +65,14 @@ def test_the_tree_shows_the_ladder_and_the_lab():
     )
     lab = {p.parent.name for p in pkg.glob("*/__init__.py")} - LADDER_PACKAGES
     assert LADDER_PACKAGES <= {p.parent.name for p in pkg.glob("*/__init__.py")}
-    assert {"warmstart", "measure", "experiments", "figures", "hf"} <= lab  # the lab's places, as DESIGN names them
+    assert {
+        "warmstart",
+        "measure",
+        "studies",
+        "command",
+        "figures",
+        "hf",
+    } <= lab  # the lab's places, as DESIGN names them
 
 
 def _is_ladder(module: str) -> bool:
@@ -145,7 +152,7 @@ def test_imports_go_one_way():
     """No import cycle among the modules of grpo_edu and envs (a package's __init__ re-exporting
     its own submodules excepted): the environments at the bottom (they import nothing of
     grpo_edu), then the ladder (the functional core, the rollout, the algorithms, the loop above
-    them), then the lab (warm start, measurements, experiments and the CLI, figures, demos, the
+    them), then the lab (warm start, measurements, studies, the command, figures, demos, the
     TRL bridge), which imports the ladder, never the reverse."""
     graph = _import_graph()
     envs_up = sorted(
@@ -214,10 +221,10 @@ def test_every_import_is_visible_to_the_graph(tmp_path):
 
 def test_each_regime_owns_its_runner_and_figure():
     """The regimes' table names functions, and each regime's runner and figure live in its own module."""
-    from grpo_edu.experiments import regimes
+    from grpo_edu.studies import regimes
 
     for name, row in regimes.TABLE.items():
-        module = f"grpo_edu.experiments.regimes.{name}"
+        module = f"grpo_edu.studies.regimes.{name}"
         assert row.run.__module__ == module and row.figure.__module__ == module, name
         assert callable(row.run) and callable(row.figure)
     assert regimes.runner("offset") is regimes.run_offset

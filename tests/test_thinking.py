@@ -209,7 +209,7 @@ def test_bad_input_elsewhere(task):
 
 # ------------------------------------------------------------------ the regime's pieces, and a tiny run
 def test_summarize_by_hand():
-    from grpo_edu.experiments.regimes.thinking import summarize
+    from grpo_edu.studies.regimes.thinking import summarize
 
     # two groups of 2: a hard prompt (a long right answer, a short wrong one), an easy one (two short right ones)
     s = summarize([True, True, False, False], [True, False, False, False], [14, 4, 2, 2], [1, 0, 1, 1], group_size=2)
@@ -220,8 +220,8 @@ def test_summarize_by_hand():
 
 
 def test_direct_only_writes_digits(task):
-    from grpo_edu.experiments.regimes.thinking import DirectOnly
     from grpo_edu.rollout import generate
+    from grpo_edu.studies.regimes.thinking import DirectOnly
 
     torch.manual_seed(0)
     policy = TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=22))
@@ -239,7 +239,7 @@ def test_the_watcher_changes_nothing():
     from dataclasses import replace
 
     from grpo_edu import make_algorithm, train
-    from grpo_edu.experiments.regimes.thinking import run_one, thinking_setup
+    from grpo_edu.studies.regimes.thinking import run_one, thinking_setup
 
     task, fit = thinking_setup("cpu", tiny=True)
     fit = replace(fit, eval_every=1)
@@ -253,7 +253,7 @@ def test_the_watcher_changes_nothing():
 
 
 def test_bad_parts_and_a_reference_of_the_wrong_task(tmp_path, monkeypatch):
-    from grpo_edu.experiments.regimes.thinking import run_thinking
+    from grpo_edu.studies.regimes.thinking import run_thinking
 
     monkeypatch.setenv("GRPO_EDU_CACHE", str(tmp_path))
     with pytest.raises(ValueError, match="unknown parts"):
@@ -268,8 +268,8 @@ def test_bad_parts_and_a_reference_of_the_wrong_task(tmp_path, monkeypatch):
 
 
 def test_a_tiny_seeded_run(tmp_path, monkeypatch):
-    from grpo_edu.experiments.regimes.thinking import PARTS, run_thinking
     from grpo_edu.measure.verdicts import VERDICTS
+    from grpo_edu.studies.regimes.thinking import PARTS, run_thinking
 
     monkeypatch.setenv("GRPO_EDU_CACHE", str(tmp_path))
     res = run_thinking(seeds=(0,), tiny=True, parts=PARTS, progress=False)

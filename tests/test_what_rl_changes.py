@@ -10,7 +10,7 @@ import torch
 
 from grpo_edu import functional as Fn
 from grpo_edu.algorithms import GRPO, GRPOConfig
-from grpo_edu.experiments.cli import main
+from grpo_edu.command.cli import main
 from grpo_edu.rollout import expand, generate
 
 # one group of G = 4: one right answer, three wrong. mean 1/4, std (1/G) sqrt(3)/4, so
@@ -185,10 +185,10 @@ def test_the_regimes_run_tiny_and_draw(tmp_path):
     """Both regimes end to end at their "tiny" size: every claim has a verdict of the one rule, the
     measurements are in range, the figures are drawn; a bad size or run name is refused first."""
     from grpo_edu import get_preset
-    from grpo_edu.experiments import regimes
-    from grpo_edu.experiments.regimes import negative_samples as NS
-    from grpo_edu.experiments.regimes import spurious_rewards as SR
     from grpo_edu.measure.verdicts import VERDICTS
+    from grpo_edu.studies import regimes
+    from grpo_edu.studies.regimes import negative_samples as NS
+    from grpo_edu.studies.regimes import spurious_rewards as SR
 
     preset, ref = get_preset("cpu", sequences_per_step=64), _tiny_ref()
     spur = SR.run_spurious(ref, preset, seeds=(0, 1), size="tiny", progress=False)
@@ -212,7 +212,7 @@ def test_clip_bias_one_update_has_no_clip(monkeypatch):
     several updates with the clip off never clip either; with a clip range narrow enough for the tiny
     model's steps several updates do clip (the control); every draw is measured."""
     from grpo_edu import get_preset, make_task
-    from grpo_edu.experiments.regimes import spurious_rewards as SR
+    from grpo_edu.studies.regimes import spurious_rewards as SR
 
     preset = get_preset("cpu")
     b = SR.clip_bias(_tiny_ref(), make_task(preset), preset, seed=0, draws=2, prompts=4)

@@ -58,9 +58,9 @@ BLOCKS = {
     "ablate": Block(M, ("grpo-edu ablate --preset cpu --seeds 3",)),
     "ablateproto": Block(M, ("grpo-edu ablate --preset cpu --seeds 3 --rows 'five slow settings'",)),
     "ablateshare": Block(M, ("grpo-edu ablate --preset cpu --seeds 6 --rows 'defaults,prompts not shared'",)),
-    "gapablation": Block(M, ("python -m grpo_edu.experiments.gap_ablation --seeds 3",), start=r"^held-out accuracy"),
-    "creditpays": Block(M, ("python -m grpo_edu.experiments.credit_pays --seeds 3",), start=r"^what a critic reads"),
-    "refseeds": Block(M, ("python -m grpo_edu.experiments.reference_seeds --shifts 0-7",), start=r"^spread world"),
+    "gapablation": Block(M, ("python -m grpo_edu.studies.gap_ablation --seeds 3",), start=r"^held-out accuracy"),
+    "creditpays": Block(M, ("python -m grpo_edu.studies.credit_pays --seeds 3",), start=r"^what a critic reads"),
+    "refseeds": Block(M, ("python -m grpo_edu.studies.reference_seeds --shifts 0-7",), start=r"^spread world"),
     "sweep": Block(M, ("grpo-edu sweep --preset cpu",)),
     "variance": Block(M, ("grpo-edu variance --preset cpu",)),
     "bench": Block(M, ("grpo-edu bench --preset cpu --memory-sweep",)),
@@ -68,16 +68,16 @@ BLOCKS = {
     "gpucurve": Block(  # a CPU run of the gpu sizes takes hours: stopped early, then summarised
         M,
         (
-            "python -m grpo_edu.experiments.gpu_curve --device cpu --steps 100 --out runs/gpu-curve-cpu",
-            "python -m grpo_edu.experiments.gpu_curve --summarize --out runs/gpu-curve-cpu",
+            "python -m grpo_edu.studies.gpu_curve --device cpu --steps 100 --out runs/gpu-curve-cpu",
+            "python -m grpo_edu.studies.gpu_curve --summarize --out runs/gpu-curve-cpu",
         ),
         by_hand=True,
     ),
     "gpucurveh200": Block(  # the same run on an H200 (a lent machine): its files are kept in tests/data
         M,
         (
-            "python -m grpo_edu.experiments.gpu_curve --steps 100 --out runs/gpu-curve",
-            "python -m grpo_edu.experiments.gpu_curve --summarize --out tests/data/gpu_curve_h200",
+            "python -m grpo_edu.studies.gpu_curve --steps 100 --out runs/gpu-curve",
+            "python -m grpo_edu.studies.gpu_curve --summarize --out tests/data/gpu_curve_h200",
         ),
         by_hand=True,
     ),

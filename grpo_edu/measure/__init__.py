@@ -10,7 +10,7 @@
     token_view.py one batch token by token: advantage, ratio, clipped, entropy (plots draws it)
 
 The longer jobs only a verb runs (bench and generation speed, sweep, the variance study, the
-ablation, the notebook check, the files `grpo-edu compare` writes) are in `grpo_edu.experiments`,
+ablation, the notebook check, the files `grpo-edu compare` writes) are in `grpo_edu.studies` and `grpo_edu.command`,
 on top of this. All public names import from here: ``measure.gradient_variance(policy, task)``.
 """
 

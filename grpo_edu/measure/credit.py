@@ -174,7 +174,7 @@ class ExactCritic:
     the best predictor of R from the prompt (what EV_max measures; the variance-optimal baseline is
     another number, notebook 08 part 1, section 4). V* here is the policy's own value, computed exactly,
     not the optimal value. What a critic that read the prefix perfectly would
-    buy, measured beside the learned one (``grpo_edu.experiments.credit_pays``); the limit of
+    buy, measured beside the learned one (``grpo_edu.studies.credit_pays``); the limit of
     VinePPO's Monte-Carlo values (Kazemnejad et al. 2024), exact here because each problem has one
     right answer. It does not learn: ``step`` does nothing and returns 0."""
 

@@ -102,7 +102,7 @@ EXPLAINED = {
     "reusing each batch": "notebook 05, section 5",
     "a learned critic (PPO) beats": (
         "notebook 05, section 5; what carries PPO's lead (the layout, not the critic): `python -m "
-        "grpo_edu.experiments.gap_ablation`; where a critic's credit pays: notebook 08, part 2"
+        "grpo_edu.studies.gap_ablation`; where a critic's credit pays: notebook 08, part 2"
     ),
     "GRPO reaches the target in less wall time": "notebook 05, section 5",
     "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 4",

@@ -93,7 +93,7 @@ WORLDS = {
     "spread": "SFT only on problems whose operands are both < 60% of the range (< 60 for 2 digits), to 70% "
     "sampled accuracy there; RL on all of them: easy prompts it knows, hard ones it does not",
 }
-# chosen by measurement (the search: grpo_edu/experiments/regimes/difficulty.py's docstring): EV_max 0.65 at its
+# chosen by measurement (the search: grpo_edu/studies/regimes/difficulty.py's docstring): EV_max 0.65 at its
 # reference, GRPO +0.39..+0.46 held-out in 100 steps on 3 seeds; < 70 to 80% sampled: EV_max 0.74, gains +0.15..+0.17
 SPREAD = dict(operand_fraction=0.6, target_accuracy=0.7, target_metric="sampled")
 

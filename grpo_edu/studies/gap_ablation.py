@@ -18,7 +18,7 @@ with the same seed and the same completions per step, and changes exactly one th
 critic's V(s_t) in GAE for the batch's mean return through `grpo_edu.plug` (the homework's mechanism:
 no second loop); the critic still trains, its values unused.
 
-MEASURED (cpu preset, 40 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.experiments.gap_ablation
+MEASURED (cpu preset, 40 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.studies.gap_ablation
 --seeds 3``; PPO and GRPO at seeds 0 and 1 are the regime's runs, the same numbers). Held-out accuracy, mean
 [min, max]; diff: paired by seed, from its base arm; closes: the share of the mean gap (0.097) it closes:
 

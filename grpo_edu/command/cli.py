@@ -247,7 +247,7 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
         "clip-higher, a free answer length), with verdicts and a figure each",
     )
-    from .regimes import REGIMES
+    from ..studies.regimes import REGIMES
 
     g.add_argument(
         "--only",
@@ -278,8 +278,27 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
     return parser
 
 
+def _checkout_tool():
+    """``(check_notebooks, format_check)`` from the repository checkout this command runs in: the
+    tool needs the notebooks and the dev extra, so it lives with the checkout (tests/tools/), not
+    in the installed package."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path.cwd() / "tests" / "tools" / "check_notebooks.py"
+    if not path.is_file():
+        raise SystemExit(
+            "grpo-edu check-notebooks: error: needs a checkout of the repository: run it from the folder "
+            "that holds notebooks/ and tests/tools/"
+        )
+    spec = importlib.util.spec_from_file_location("grpo_edu_check_notebooks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.check_notebooks, module.format_check
+
+
 def _check_notebooks(args):
-    from . import check_notebooks, format_check
+    check_notebooks, format_check = _checkout_tool()
 
     runs = [tuple(r.split(":", 1)) for r in args.runs]
     if not all(len(r) == 2 and r[0].isdigit() and r[1] for r in runs):
@@ -300,7 +319,7 @@ def _compare(args, preset, progress):
     import torch
 
     from ..measure import format_table, memory_sweep, run_comparison
-    from . import format_memory_sweep, write_report
+    from .reports import format_memory_sweep, write_report
 
     res = run_comparison(
         preset,
@@ -381,7 +400,8 @@ def _reference(args, preset, progress):
 
 def _bench(args, preset, progress):
     from ..measure import memory_sweep
-    from . import format_bench, format_memory_sweep, run_bench
+    from ..studies.bench import run_bench
+    from .reports import format_bench, format_memory_sweep
 
     res = run_bench(preset, seed=preset.seed, progress=progress)
     print(format_bench(res))
@@ -397,7 +417,8 @@ def _bench(args, preset, progress):
 
 
 def _sweep(args, preset, progress):
-    from . import format_sweep, run_sweep
+    from ..studies.sweep import run_sweep
+    from .reports import format_sweep
 
     res = run_sweep(preset, lrs=args.lrs, seeds=args.seeds, steps=args.steps, progress=progress)
     print(format_sweep(res))
@@ -405,7 +426,8 @@ def _sweep(args, preset, progress):
 
 
 def _variance(args, preset, progress):
-    from . import format_variance_study, run_variance_study
+    from ..studies.variance_study import run_variance_study
+    from .reports import format_variance_study
 
     res = run_variance_study(preset, n_batches=args.batches, seed=preset.seed, progress=progress)
     print(format_variance_study(res))
@@ -413,7 +435,8 @@ def _variance(args, preset, progress):
 
 
 def _ablate(args, preset, progress):
-    from . import ROWS, format_ablation, run_ablation
+    from ..studies.ablation import ROWS, run_ablation
+    from .reports import format_ablation
 
     rows = ROWS
     if args.rows:
@@ -437,7 +460,7 @@ def _trl_launch(args, preset, progress):
 
 
 def _regimes(args, preset, progress):
-    from .regimes import check_names, format_regimes, run_regimes
+    from ..studies.regimes import check_names, format_regimes, run_regimes
 
     try:
         only = check_names(args.only)

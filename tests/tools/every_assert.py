@@ -8,7 +8,7 @@ source, and its message (or the error the test raised). The seed shift and kerne
 environment, as in `grpo-edu check-notebooks`:
 
     GRPO_EDU_SEED_SHIFT=8 ATEN_CPU_CAPABILITY=default \\
-        python -m grpo_edu.experiments.every_assert notebooks/08_easy_and_hard_prompts.ipynb
+        python -m tests.tools.every_assert notebooks/08_easy_and_hard_prompts.ipynb
 
 With ``--values`` it records every assert, passing or not, with the value of each side of its comparison
 (each operand of ``a < b < c``, of every comparison joined by ``and``/``or``): what a bound is calibrated
@@ -17,7 +17,7 @@ of each assert's margin (``left - right``) over the shifts. The right side holds
 (``x > 2 * y`` records ``x`` and ``2 * y``): a ratio of the two sides is the quantity over the bound, not
 ``x / y``, so compute the quantity the comment names from the operands before stating its range. At each shift:
 
-    for k in 0 1 2 3 4; do GRPO_EDU_SEED_SHIFT=$k python -m grpo_edu.experiments.every_assert --values \\
+    for k in 0 1 2 3 4; do GRPO_EDU_SEED_SHIFT=$k python -m tests.tools.every_assert --values \\
         notebooks/03_ppo.ipynb > values_$k.jsonl; done
 """
 
@@ -138,7 +138,7 @@ if __name__ == "__main__":
     values = args[:1] == ["--values"]
     args = args[1:] if values else args
     if len(args) != 1 or not args[0].endswith(".ipynb"):
-        raise SystemExit("usage: python -m grpo_edu.experiments.every_assert [--values] NOTEBOOK.ipynb")
+        raise SystemExit("usage: python -m tests.tools.every_assert [--values] NOTEBOOK.ipynb")
     if values:
         for v in every_assert_value(args[0]):
             print(json.dumps(v))

@@ -49,7 +49,7 @@ def format_sweep(sweep: dict) -> str:
             accs = [r["final_accuracy"] for r in sweep["rows"] if r["algorithm"] == a and r["lr"] == lr]
             cells.append(f"{sum(accs) / len(accs):.3f} [{min(accs):.3f}, {max(accs):.3f}]")
         lines.append(f"{a:<10}" + "".join(f"{c:>22}" for c in cells))
-    from .sweep import best_learning_rates
+    from ..studies.sweep import best_learning_rates
 
     best = best_learning_rates(sweep)
     lines.append("best lr: " + ", ".join(f"{a} {v[0]:g} ({v[1]:.3f})" for a, v in best.items()))

@@ -12,7 +12,7 @@ trains the reference of each shift again and repeats, from it:
 
 Every number is MEASURED; nothing is fitted. Run it from the shell:
 
-    python -m grpo_edu.experiments.reference_seeds --shifts 0-7
+    python -m grpo_edu.studies.reference_seeds --shifts 0-7
 
 (about a minute per shift and part on one CPU thread).
 """
@@ -158,9 +158,7 @@ def _shifts(text: str) -> list[int]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m grpo_edu.experiments.reference_seeds", description=__doc__.split("\n")[0]
-    )
+    p = argparse.ArgumentParser(prog="python -m grpo_edu.studies.reference_seeds", description=__doc__.split("\n")[0])
     p.add_argument("--shifts", type=_shifts, default=_shifts("0-7"), help="seed shifts, e.g. 0-7 (default)")
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")

@@ -1,7 +1,7 @@
 """The gpu preset's learning curve: its reference (SFT) and then GRPO at its real sizes, kept.
 
-    python -m grpo_edu.experiments.gpu_curve --out runs/gpu-curve            # CUDA when there
-    python -m grpo_edu.experiments.gpu_curve --device cpu --steps 40 --out runs/gpu-curve-cpu
+    python -m grpo_edu.studies.gpu_curve --out runs/gpu-curve            # CUDA when there
+    python -m grpo_edu.studies.gpu_curve --device cpu --steps 40 --out runs/gpu-curve-cpu
 
 What it writes under ``--out`` (the run folder of ``grpo-edu train --out DIR``, plus two files):
     sft.json      the reference's SFT curve (greedy held-out accuracy every 10 steps), its steps and seconds
@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from ..algorithms import ALGORITHMS
+from ..command.run_dir import RunLog
 from ..warmstart.presets import get_preset, make_task
 from ..warmstart.reference import reference_policy, train_from_preset
-from .run_dir import RunLog
 
 
 def _peak_memory_mb(device: str) -> float:
@@ -133,7 +133,7 @@ def run(out, preset: str = "gpu", device: str | None = None, steps: int = 100, s
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m grpo_edu.experiments.gpu_curve", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m grpo_edu.studies.gpu_curve", description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="folder the run is kept in")
     ap.add_argument("--preset", default="gpu", choices=("cpu", "gpu"))
     ap.add_argument("--device", default=None, help="cpu or cuda (default: the preset's)")

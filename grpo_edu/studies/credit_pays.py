@@ -33,7 +33,7 @@ alone.) The measure is sampled held-out accuracy (temperature 1, each of the 500
 reading (1)-(2) is measured at the reference: a critic fitted 40 steps (`fit_critic`) and V*, EV_t by
 position (`critic_by_position`).
 
-    python -m grpo_edu.experiments.credit_pays --seeds 3          # about 15 minutes on one thread
+    python -m grpo_edu.studies.credit_pays --seeds 3          # about 15 minutes on one thread
 
 MEASURED: the measurements page's block "Where a critic's credit pays" (`creditpays`) holds the run.
 """
@@ -294,7 +294,7 @@ def format_result(res) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m grpo_edu.experiments.credit_pays", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m grpo_edu.studies.credit_pays", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--preset", default="cpu", choices=("cpu", "gpu", "auto"))
     ap.add_argument("--worlds", nargs="*", default=list(WORLDS), choices=WORLDS)
