@@ -28,6 +28,7 @@ import torch
 
 from . import functional as Fn
 from .evaluation import evaluate
+from .progress import progress_bar
 from .rollout import sample_batch
 
 
@@ -323,51 +324,3 @@ def train(
         evaluate_now(step, n_samples, t_train)
     bar.close()
     return hist
-
-
-# ------------------------------------------------------------ the progress bar (not the loop's subject)
-
-
-def progress_bar(iterable=None, *, desc=None, total=None, disable=False, leave=False, **kwargs):
-    """The course's progress bar: tqdm's text bar in a terminal (``leave`` as asked); in a Jupyter
-    kernel, the same text shown as a display that is updated in place and kept at its end.
-
-    ``tqdm.auto`` draws a widget in a notebook, whose progress lives in the widget's state, not in
-    the cell's output: a notebook executed by nbconvert (or nbval) and committed keeps only the text
-    the widget started with, ``0%| | 0/4``. Every progress bar of grpo_edu is this one.
-    """
-    from tqdm.std import tqdm
-
-    if not _in_kernel():
-        return tqdm(iterable, desc=desc, total=total, disable=disable, leave=leave, **kwargs)
-
-    class _Discard:  # the text bar's own writes (a clear, a newline at close) go nowhere
-        def write(self, s):
-            return len(s)
-
-        def flush(self):
-            pass
-
-    class TextBarInKernel(tqdm):
-        def display(self, msg=None, pos=None):
-            from IPython.display import display
-
-            data = {"text/plain": self.__str__() if msg is None else msg}
-            if getattr(self, "_handle", None) is None:
-                self._handle = display(data, raw=True, display_id=True)
-            else:
-                self._handle.update(data, raw=True)
-            return True
-
-    kwargs.setdefault("ascii", False)  # the block characters, as on a UTF-8 terminal
-    return TextBarInKernel(iterable, desc=desc, total=total, disable=disable, leave=True, file=_Discard(), **kwargs)
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (a notebook open in a frontend, or executed by nbconvert)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})

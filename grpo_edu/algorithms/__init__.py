@@ -16,7 +16,7 @@ ppo.py GAE and the clipped surrogate, grpo.py the group advantage and the clippe
 from ..rollout import Batch
 from .base import Algorithm
 from .baseline import BaselineConfig, ReinforceBaseline
-from .critic import Critic, fit_critic
+from .critic import Critic
 from .grpo import GRPO, GRPOConfig
 from .ppo import PPO, PPOConfig
 from .reinforce import Reinforce, ReinforceConfig
@@ -49,6 +49,5 @@ __all__ = [
     "Reinforce",
     "ReinforceBaseline",
     "ReinforceConfig",
-    "fit_critic",
     "make_algorithm",
 ]

@@ -232,7 +232,7 @@ def train_maze(
 
     env = MazeEnv() if env is None else env
     _check_maze_args(algorithm, gamma, episodes_per_step, steps, lr, value_lr, seed)
-    from ..train import progress_bar as tqdm
+    from ..progress import progress_bar as tqdm
 
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)

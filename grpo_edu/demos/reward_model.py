@@ -126,7 +126,7 @@ def train_reward_model(reference, task, config: RewardModelConfig | None = None,
     every time: the bar r_phi has to beat), "positive_rate" (share of right answers among
     all labels), "val_loss" (BCE) and "n_train".
     """
-    from ..train import progress_bar as tqdm
+    from ..progress import progress_bar as tqdm
 
     cfg = config or RewardModelConfig()
     data = label_samples(reference, task, cfg.n_labels, cfg.seed, cfg.temperature)

@@ -37,7 +37,8 @@ import torch
 from .. import functional as Fn
 from .. import plug
 from ..algorithms import make_algorithm
-from ..train import History, progress_bar, train
+from ..progress import progress_bar
+from ..train import History, train
 
 __all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "injected", "run_bugged", "signatures", "summary"]
 

@@ -259,7 +259,7 @@ def worker(out, expect: int | None = None) -> None:
 
     trainer.add_callback(Record())
     if job["progress"] and rank == 0:
-        from ..train import progress_bar as tqdm
+        from ..progress import progress_bar as tqdm
 
         bar["bar"] = tqdm(total=job["steps"] * per_cycle, desc=f"TRL GRPO, {world} ranks", leave=False)
     t0 = time.perf_counter()

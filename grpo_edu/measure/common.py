@@ -10,7 +10,7 @@ import torch
 
 def progress_bar(iterable, progress: bool, desc: str):
     """``tqdm`` over ``iterable`` (nothing shown when ``progress`` is False)."""
-    from ..train import progress_bar as tqdm
+    from ..progress import progress_bar as tqdm
 
     return tqdm(iterable, desc=desc, disable=not progress, leave=False)
 

@@ -14,9 +14,45 @@ import torch
 
 from .. import functional as Fn
 from ..algorithms import GRPOConfig
-from ..algorithms.critic import fit_critic  # re-exported by measure: measurements fit critics too
+from ..algorithms.critic import Critic
 from ..rollout import completion_values, sample_batch, sequence_logprobs
 from .common import flat_grad, progress_bar, rngs, trainable
+
+
+def fit_critic(
+    policy, task, steps: int = 150, batch: int = 512, lr: float = 1e-3, seed: int = 0, progress: bool = True
+):
+    """Fit V_phi(s_t) to the sampled returns of a FIXED policy (the policy is not trained):
+    ``steps`` x `grpo_edu.algorithms.critic.Critic.step` on fresh batches of ``batch`` distinct
+    prompts, G_t = R (gamma = 1, outcome reward), from the policy's trunk.
+
+    Returns ``(critic ValueModel, info)``; MEASURED on a fresh batch:
+    info["explained_variance"] = 1 - Var(R - V(s_0)) / Var(R), at the first answer token only. Near 0:
+    the prompt alone does not say which answers will fail (at s_0 no answer token is sampled yet; at
+    T=1 failures are sampling noise). V(s_t) by position, once digits are written:
+    `grpo_edu.measure.credit`.
+    """
+    device = next(policy.parameters()).device
+    rng, gen = np.random.default_rng(seed), torch.Generator(device=device).manual_seed(seed)
+    critic = Critic(policy, lr=lr)
+    critic.model.train()
+    losses = []
+    for _ in progress_bar(range(steps), progress, "fit critic"):
+        ro, scores, _ = sample_batch(policy, task, batch, 1, rng, gen)
+        losses.append(critic.step(ro, Fn.discounted_returns(scores, ro.mask, 1.0), ro.mask))
+    critic.model.eval()
+    with torch.no_grad():
+        ro, scores, _ = sample_batch(policy, task, batch, 1, rng, gen)
+        R, v0 = scores.sum(1), critic.values(ro)[:, 0]
+    ev = 1.0 - float((R - v0).var()) / float(R.var()) if float(R.var()) > 0 else math.nan
+    return critic.model, {
+        "explained_variance": ev,
+        "value_loss": float(np.mean(losses[-10:])) if losses else math.nan,
+        "reward_mean": float(R.mean()),
+        "value_mean": float(v0.mean()),
+        "steps": steps,
+    }
+
 
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
 GROUP_ESTIMATORS = ("group_mean", "group_loo", "group_norm")

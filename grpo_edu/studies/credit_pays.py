@@ -152,8 +152,8 @@ def _rise(ev: np.ndarray) -> float:
 
 def reading(reference, task, fit_steps: int, n: int, seed: int) -> dict:
     """EV_t by position at the reference: a critic fitted ``fit_steps`` (`fit_critic`) and V*."""
-    from ..algorithms.critic import fit_critic
     from ..measure import credit
+    from ..measure.variance import fit_critic
 
     critic, _ = fit_critic(reference, task, steps=fit_steps, seed=seed + 1, progress=False)
     r = credit.critic_by_position(reference, task, critic, n=n, seed=seed + 7)

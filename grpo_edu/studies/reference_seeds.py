@@ -94,7 +94,7 @@ def run(shifts, parts=PARTS, spread_steps: int = 100, sizes=(8192, 32768), rm_st
     bad = [p for p in parts if p not in PARTS]
     if bad:
         raise ValueError(f"unknown part(s) {bad}: choose from {list(PARTS)}")
-    from ..train import progress_bar as tqdm
+    from ..progress import progress_bar as tqdm
 
     out = {p: {} for p in parts}
     with tqdm(total=len(shifts) * len(parts), desc="reference seeds", disable=not progress) as pbar:

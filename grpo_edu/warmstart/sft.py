@@ -128,7 +128,7 @@ def labelled_set(task, config: SFTConfig) -> list:
 def train_sft(policy, task, config: SFTConfig | None = None, progress: bool = True) -> dict:
     """Supervised training until ``target_accuracy`` (or ``max_steps``). Returns a history
     ``{"step": [...], "accuracy": [...], "loss": [...], "seconds": float}``."""
-    from ..train import progress_bar as tqdm
+    from ..progress import progress_bar as tqdm
 
     cfg = config or SFTConfig()
     device = next(policy.parameters()).device

@@ -21,7 +21,7 @@ def claim(text: str, measurement: str, verdict: str) -> dict:
 
 def bar(total: int, desc: str, progress: bool):
     """A tqdm progress bar over a regime's runs (off when ``progress`` is False)."""
-    from ...train import progress_bar as tqdm
+    from ...progress import progress_bar as tqdm
 
     return tqdm(total=total, desc=desc, disable=not progress, leave=False)
 

@@ -37,9 +37,9 @@ import math
 import numpy as np
 
 from ...algorithms import make_algorithm
-from ...algorithms.critic import fit_critic
 from ...evaluation import evaluate
 from ...measure.difficulty import PASS_KS, easy_mask, group_push, measure_world, pass_at_k_curve, std_weight
+from ...measure.variance import fit_critic
 from ...rollout import sample_batch
 from ...train import train
 from ...warmstart.presets import make_task, resolve_preset, with_world
