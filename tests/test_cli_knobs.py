@@ -227,7 +227,7 @@ def test_the_config_repeats_the_run_to_the_same_numbers(kept):
 def test_tensorboard_events_or_a_one_line_note_and_lines_as_it_trains(kept, tmp_path, capsys, monkeypatch):
     import importlib.util
 
-    import grpo_edu.command.run_dir as run_dir
+    import grpo_edu.warmstart.run_dir as run_dir
 
     events = sorted((kept / "a").glob("events.out.tfevents.*"))
     if importlib.util.find_spec("tensorboard") is not None:

@@ -355,8 +355,8 @@ def _train(args, preset, progress):
     policy = copy.deepcopy(reference)  # the policy train() updates, kept for --out
     algo = ALGORITHMS[args.algo](args.configs[args.algo])
     log = None
-    if args.out:  # the run kept as it trains (run_dir.py): config.toml now, a line per step after
-        from .run_dir import RunLog
+    if args.out:  # the run kept as it trains (warmstart/run_dir.py): config.toml now, a line per step after
+        from ..warmstart.run_dir import RunLog
 
         run = dict(algo=args.algo, preset=preset.name, world=preset.world, seed=args.seed)
         run["steps"] = args.steps or preset.steps
@@ -376,7 +376,8 @@ def _train(args, preset, progress):
 
 
 def _sample(args, preset=None, progress=False):  # the preset is the kept run's
-    from .run_dir import format_samples, sample_from
+    from ..warmstart.run_dir import sample_from
+    from .reports import format_samples
 
     if args.from_dir is None:
         _fail(args, "--from DIR is required: the folder grpo-edu train --out DIR kept the run in")

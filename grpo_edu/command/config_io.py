@@ -8,7 +8,7 @@ read from the annotations, their help from the field's comment (``beta: float = 
 or its attribute docstring (a string on the line after the field), both read from the source with
 `ast`, and TRL's name from `grpo_edu.hf.knobs.KNOB_MAP`. A value of the wrong type is refused
 by `parse_value` (one line naming the field); the range is the config's own ``__post_init__``.
-`write_config` writes the resolved run as flat TOML, which ``--config`` reads back.
+A kept run's config.toml (`grpo_edu.warmstart.run_dir.write_config`) is such a file: ``--config`` reads it back.
 """
 
 from __future__ import annotations
@@ -213,27 +213,3 @@ def read_config_file(path) -> dict:
     if nested:
         raise ConfigFileError(f"{path}: the file is flat (key = value), but {nested[0]!r} is a table")
     return data
-
-
-def _toml(value) -> str:
-    if value is None:
-        return '"none"'
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def write_config(path, run: dict, config: dict, header: str = "") -> Path:
-    """The resolved run as flat TOML (``run``: the verb's settings, ``config``: every field of the
-    algorithm's config), atomically; ``--config`` reads it back to the same run."""
-    from ..warmstart.checkpoint import write_text_atomic
-
-    lines = [f"# {line}" for line in header.splitlines()]
-    lines += [f"{k} = {_toml(v)}" for k, v in run.items()]
-    lines += ["", "# the algorithm's config: every field, each also a flag --<name>"]
-    lines += [f"{k} = {_toml(v)}" for k, v in config.items()]
-    return write_text_atomic(path, "\n".join(lines) + "\n")

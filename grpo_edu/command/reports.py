@@ -152,3 +152,26 @@ def format_memory_sweep(rows) -> str:
         )
     lines.append("limit when parameters dominate: (16P policy + 4P reference + 16P critic) / 20P = 1.8")
     return "\n".join(lines)
+
+
+def format_samples(res: dict) -> str:
+    """What `grpo-edu sample` prints: each prompt, the policy's answer, the expected one, right or
+    wrong, and the accuracy; when the task writes answers reversed, the first line says so with the
+    first row as the example (21+38=59 is written 95)."""
+    info = res["info"]
+    steps = f"{info['steps']} RL step" + ("" if info["steps"] == 1 else "s")
+    lines = [f"policy {res['path']} ({info['algo']}, {steps})"]
+    if res.get("reversed") and res["rows"]:  # on the first line: the rows start on the third
+        r = res["rows"][0]
+        lines[0] += f"; answers least-significant digit first: {r['prompt']}{r['value']} is written {r['expected']}"
+    lines.append(f"{'prompt':<12} {'answer':<8} {'expected':<8} right?")
+    lines += [
+        f"{r['prompt']:<12} {r['answer']:<8} {r['expected']:<8} {'right' if r['right'] else 'wrong'}"
+        for r in res["rows"]
+    ]
+    how = "greedy" if res["temperature"] == 0 else f"sampled at temperature {res['temperature']:g}"
+    k = sum(r["right"] for r in res["rows"])
+    lines.append(
+        f"accuracy {k}/{len(res['rows'])} = {res['accuracy']:.3f} ({how}, held-out problems, seed {res['seed']})"
+    )
+    return "\n".join(lines)

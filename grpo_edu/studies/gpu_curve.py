@@ -5,7 +5,7 @@
 
 What it writes under ``--out`` (the run folder of ``grpo-edu train --out DIR``, plus two files):
     sft.json      the reference's SFT curve (greedy held-out accuracy every 10 steps), its steps and seconds
-    config.toml, metrics.jsonl, evals.jsonl, policy.pt   the GRPO run (run_dir.RunLog), a line per step
+    config.toml, metrics.jsonl, evals.jsonl, policy.pt   the GRPO run (warmstart.run_dir.RunLog), a line per step
     summary.json  the curve in one place: SFT and RL evaluations, the median RL step time, peak memory
                   (the process's peak resident set on a CPU; torch.cuda.max_memory_allocated on a GPU)
 
@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from ..algorithms import ALGORITHMS
-from ..command.run_dir import RunLog
 from ..warmstart.presets import get_preset, make_task
 from ..warmstart.reference import reference_policy, train_from_preset
+from ..warmstart.run_dir import RunLog
 
 
 def _peak_memory_mb(device: str) -> float:

@@ -1,4 +1,5 @@
-"""A kept run: what ``grpo-edu train --out DIR`` writes, and ``grpo-edu sample --from DIR`` reads.
+"""A kept run's folder: what ``grpo-edu train --out DIR`` (and a study such as
+`grpo_edu.studies.gpu_curve`) writes as it trains, and what ``grpo-edu sample --from DIR`` reads.
 
 DIR/config.toml     the resolved run (algo, preset, world, seed, steps and every config field):
                     ``grpo-edu train --config DIR/config.toml`` repeats it to the same numbers
@@ -15,13 +16,35 @@ import importlib.util
 import json
 from pathlib import Path
 
-from ..warmstart.checkpoint import load_policy, save_policy
-from .config_io import write_config
+from .checkpoint import load_policy, save_policy, write_text_atomic
 
 FILES = ("config.toml", "metrics.jsonl", "evals.jsonl", "policy.pt")
 TENSORBOARD_NOTE = (
     "no TensorBoard events: tensorboard is not installed (pip install tensorboard, or the [tensorboard] extra)"
 )
+
+
+def _toml(value) -> str:
+    if value is None:
+        return '"none"'
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def write_config(path, run: dict, config: dict, header: str = "") -> Path:
+    """The resolved run as flat TOML (``run``: the verb's settings, ``config``: every field of the
+    algorithm's config), atomically; ``grpo-edu train --config`` reads it back to the same run
+    (`grpo_edu.command.config_io.read_config_file`)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{k} = {_toml(v)}" for k, v in run.items()]
+    lines += ["", "# the algorithm's config: every field, each also a flag --<name>"]
+    lines += [f"{k} = {_toml(v)}" for k, v in config.items()]
+    return write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 class RunLog:
@@ -96,25 +119,9 @@ def sample_from(run_dir, n: int = 10, seed: int = 0, temperature: float = 0.0, d
                       temperature=temperature, generator=generator, tokenizer=task.tokenizer)  # fmt: skip
     right = task.rewards(problems, ro.texts, terminated=(~ro.truncated).tolist())
     rows = [
-        {"prompt": p.prompt, "answer": text, "expected": p.answer, "right": bool(r > 0)}
+        {"prompt": p.prompt, "answer": text, "expected": p.answer, "value": p.value, "right": bool(r > 0)}
         for p, text, r in zip(problems, ro.texts, right.tolist())
     ]
     return {"path": str(path), "rows": rows, "accuracy": sum(r["right"] for r in rows) / len(rows),
-            "temperature": temperature, "seed": seed, "info": {k: state.get(k) for k in ("algo", "steps", "final_accuracy")}}  # fmt: skip
-
-
-def format_samples(res: dict) -> str:
-    info = res["info"]
-    steps = f"{info['steps']} RL step" + ("" if info["steps"] == 1 else "s")
-    lines = [f"policy {res['path']} ({info['algo']}, {steps})"]
-    lines.append(f"{'prompt':<12} {'answer':<8} {'expected':<8} right?")
-    lines += [
-        f"{r['prompt']:<12} {r['answer']:<8} {r['expected']:<8} {'right' if r['right'] else 'wrong'}"
-        for r in res["rows"]
-    ]
-    how = "greedy" if res["temperature"] == 0 else f"sampled at temperature {res['temperature']:g}"
-    k = sum(r["right"] for r in res["rows"])
-    lines.append(
-        f"accuracy {k}/{len(res['rows'])} = {res['accuracy']:.3f} ({how}, held-out problems, seed {res['seed']})"
-    )
-    return "\n".join(lines)
+            "temperature": temperature, "seed": seed, "reversed": bool(getattr(task, "reverse", False)),
+            "info": {k: state.get(k) for k in ("algo", "steps", "final_accuracy")}}  # fmt: skip
