@@ -95,8 +95,8 @@ def test_one_of_each():
     """One list of algorithm names, one sampler copy, one flat gradient, one GRPO eps."""
     from grpo_edu.algorithms import ALGORITHMS, GRPOConfig, sampler
     from grpo_edu.command import cli
-    from grpo_edu.demos import maze_pg, objectives
-    from grpo_edu.measure import ORDER, common, variance
+    from grpo_edu.demos import maze_pg
+    from grpo_edu.measure import ORDER, common, objectives, variance
 
     assert ORDER == tuple(ALGORITHMS)
     algo = next(a for a in cli._parser()._subparsers._group_actions[0].choices["train"]._actions if a.dest == "algo")

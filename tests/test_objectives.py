@@ -321,11 +321,11 @@ def test_bad_input_raises_value_error_naming_the_argument(call, name):
         call()
 
 
-# ------------------------------------------------------------- the measurements (demos.objectives)
+# ------------------------------------------------------------- the measurements (measure.objectives)
 
 
 def test_gspo_equals_grpo_on_policy_and_differs_after_epochs(task, reference):
-    from grpo_edu.demos.objectives import format_gspo_vs_grpo, gspo_vs_grpo
+    from grpo_edu.measure.objectives import format_gspo_vs_grpo, gspo_vs_grpo
 
     r = gspo_vs_grpo(reference, task, n_prompts=8, epochs=3)
     first, last = r["rows"][0], r["rows"][-1]
@@ -336,7 +336,7 @@ def test_gspo_equals_grpo_on_policy_and_differs_after_epochs(task, reference):
 
 
 def test_sampler_mismatch_bias_and_its_correction(task, reference):
-    from grpo_edu.demos.objectives import format_sampler_mismatch, sampler_mismatch
+    from grpo_edu.measure.objectives import format_sampler_mismatch, sampler_mismatch
 
     r = sampler_mismatch(reference, task, n_prompts=2, floor=1e-4)
     e = r["estimators"]
@@ -448,7 +448,7 @@ def test_the_measurements_take_a_frozen_policy(task, tiny_policy):
     """A reference comes frozen after an algorithm's setup: the measurements work on a copy."""
     import copy
 
-    from grpo_edu.demos.objectives import gspo_vs_grpo
+    from grpo_edu.measure.objectives import gspo_vs_grpo
 
     frozen = copy.deepcopy(tiny_policy).requires_grad_(False)
     r = gspo_vs_grpo(frozen, task, n_prompts=2, epochs=1)

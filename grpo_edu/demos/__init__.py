@@ -1,7 +1,6 @@
 """The lab: the side worlds some notebooks measure, apart from the arithmetic ladder.
 
     maze_pg.py       the policy-gradient warm-up: REINFORCE on a maze with a table for a policy
-    objectives.py    the objectives after DAPO measured against GRPO's (GSPO, a sampler apart)
     reward_model.py  a learned reward r_phi and the task that pays it: a reward that can be gamed
 
 Each is imported where it is used (a notebook, a regime, a homework); nothing here is the ladder.

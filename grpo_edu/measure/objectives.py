@@ -22,8 +22,8 @@ import torch
 from .. import functional as Fn
 from ..algorithms import GRPOConfig
 from ..algorithms.sampler import sampler_copy
-from ..measure.common import flat_grad
 from ..rollout import sample_batch, sequence_logprobs
+from .common import flat_grad
 
 __all__ = ["sampler_copy", "gspo_vs_grpo", "format_gspo_vs_grpo", "sampler_mismatch", "format_sampler_mismatch"]
 
