@@ -2,7 +2,8 @@
 
     tokens [B, T] -> embed + position -> L x (x + attn(ln(x)); x + mlp(ln(x))) -> ln -> head
 
-`TinyGPT` ties the output head to the token embedding and returns logits ``[B, T, V]``.
+`TinyGPT` returns logits ``[B, T, V]`` from its own output head (``tie_embeddings=True`` shares
+the token embedding instead).
 `ValueModel` is the critic of PPO: the same trunk (same size by default: that is the
 point, the critic costs as much as the policy) with a scalar head, ``V(s_t)`` ``[B, T]``.
 
@@ -18,7 +19,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 @dataclass
@@ -85,6 +85,11 @@ class CausalSelfAttention(nn.Module):
         self.n_heads = cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        # the causal mask as a bias: 0 where position i may see position j (j <= i), -inf elsewhere
+        hidden = torch.ones(cfg.max_seq_len, cfg.max_seq_len, dtype=torch.bool).triu(diagonal=1)
+        self.register_buffer(
+            "mask_bias", torch.zeros(hidden.shape).masked_fill(hidden, float("-inf")), persistent=False
+        )
 
     def forward(self, x, cache: KVCache | None = None, layer: int = 0):
         B, T, C = x.shape
@@ -95,13 +100,15 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             past = cache.layer_length(layer)
             k, v = cache.update(layer, k, v)
-        if past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        elif T == 1:
-            y = F.scaled_dot_product_attention(q, k, v)  # one new token sees the whole prefix
-        else:  # several new tokens after a cached prefix: causal mask offset by `past`
-            mask = torch.ones(T, past + T, dtype=torch.bool, device=x.device).tril(diagonal=past)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        # y = softmax(q k^T / sqrt(Dh) + mask) v over the past + T keys: att [B, H, T, past + T]
+        att = (q * (1.0 / math.sqrt(C // self.n_heads))) @ k.transpose(2, 3)
+        if T > 1:  # new position i sees the cached prefix and the new positions up to i
+            att = att + self.mask_bias[past : past + T, : past + T]
+        # the softmax written out (the max only shifts: no gradient through it), normalised after
+        # the product: at these lengths (<= 12 keys) this is faster on a CPU than torch.softmax or
+        # F.scaled_dot_product_attention, equal to float rounding (tests/test_speedrun.py)
+        att = (att - att.amax(dim=-1, keepdim=True).detach()).exp()
+        y = (att @ v) / att.sum(dim=-1, keepdim=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -225,3 +232,21 @@ class ValueModel(nn.Module):
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def forward_flops(config: ModelConfig, rows: int, new_tokens: int, past: int = 0) -> int:
+    """FLOPs (two per multiply-add) of one `TinyGPT` forward over ``rows`` sequences of
+    ``new_tokens`` positions after ``past`` cached ones, counted from the shapes:
+
+        per layer and position: 2 d (3d + d + 2 m d)   (qkv, out, the MLP's two products)
+                                + 2 * 2 d c            (q k^T and att v over the c keys it sees)
+        per position:           2 d V                   (the output head)
+
+    with ``c = past + j + 1`` at the j-th new position (causal). LayerNorm, GELU, softmax,
+    biases and the embeddings' lookups (O(d) per position, a few percent) are not counted.
+    A backward costs about twice its forward (a product for the input's gradient and one for
+    the weights' of each forward product)."""
+    d, m, n = config.d_model, config.mlp_ratio, rows * new_tokens
+    keys_seen = rows * (new_tokens * past + new_tokens * (new_tokens + 1) // 2)
+    per_layer = 2 * n * d * (4 * d + 2 * m * d) + 4 * d * keys_seen
+    return config.n_layers * per_layer + 2 * n * d * config.vocab_size
