@@ -17,6 +17,7 @@ STUDIES = {  # module -> what it measures (who runs it); tests/test_package_maps
     "gpu_curve": "the gpu preset's learning curve, kept (the measurements page)",
     "reference_seeds": "which lessons hang on one reference: short runs from references of other seeds",
     "regimes": "each claim of the derivation where it fails and where it holds (grpo-edu regimes)",
+    "speedrun": "GRPO from the cached reference to 90% held-out accuracy, timed, and its leaderboard",
     "sweep": "learning rate x seed: is the comparison fair? (grpo-edu sweep)",
     "variance_study": "each estimator's gradient variance at several snapshots (grpo-edu variance)",
 }

@@ -15,6 +15,9 @@ module each, its runner and its figure:
     negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE: pass@k (spread world)
     razor         subtraction taught by SFT and by GRPO to one accuracy: addition's drop against the KL (RL's Razor)
 
+Beside them, what they share: common.py (the claim's form, a preset's task with knobs, a progress
+bar) and figures.py (the pieces their figures have in common).
+
 Every runner returns a dict with "claims" (``{"claim", "measurement", "verdict"}``, the form
 `measure.format_claims` prints; verdicts by the one two-sided rule of `grpo_edu.measure.verdicts`)
 and the numbers behind them; each module's ``figure(res)`` draws it (`plot_regime`). `TABLE` names
