@@ -38,6 +38,7 @@ import math
 import numpy as np
 import torch
 
+from ..algorithms import GRPOConfig
 from ..rollout import completion_values, generate, sample_batch
 from .common import rngs
 from .variance import fit_critic, gradient_variance, row_score_norms
@@ -46,7 +47,7 @@ PASS_KS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 # ------------------------------------------------------------------ the algebra (computed)
-def variance_decomposition(p, group_size: int = 8, n_samples: int | None = None) -> dict:
+def variance_decomposition(p, group_size: int = GRPOConfig.group_size, n_samples: int | None = None) -> dict:
     """COMPUTED from per-prompt success rates ``p`` [n_prompts] (one prompt drawn uniformly):
 
         within = E_q[p (1 - p)],   between = Var_q(p),   total = within + between = pbar (1 - pbar)
@@ -138,7 +139,9 @@ def per_prompt_optimal_baseline(rewards, score_norm2):
     return ((R * s2).sum(1) / s2.sum(1)).numpy()
 
 
-def score_weighted_ratios(rewards, score_norm2, p, group_size: int = 8, prompt_weights=None) -> dict:
+def score_weighted_ratios(
+    rewards, score_norm2, p, group_size: int = GRPOConfig.group_size, prompt_weights=None
+) -> dict:
     """COMPUTED: the advantage algebra with every answer weighted by its score norm, i.e. the
     predicted tr Cov(g) of a baseline over the batch mean's (``rewards``, ``score_norm2`` [n_prompts, n]
     of n samples per prompt, ``p`` [n_prompts] their success rates from many more samples):
@@ -190,7 +193,7 @@ def pass_at_k(n: int, c, k: int):
     return float(out) if out.ndim == 0 else out
 
 
-def std_weight(p, group_size: int = 8) -> np.ndarray:
+def std_weight(p, group_size: int = GRPOConfig.group_size) -> np.ndarray:
     """COMPUTED: E[1 / std_g(r) | the group does not tie] for G samples at success rate p, the
     factor GRPO's ``scale_rewards="group"`` puts on a group's advantages (Dr. GRPO drops it):
     with k right of G, std = sqrt(k (G - k)) / G, so it is largest for p near 0 or 1."""
@@ -203,7 +206,7 @@ def std_weight(p, group_size: int = 8) -> np.ndarray:
     return np.where(informative > 0, w / np.where(informative > 0, informative, 1.0), np.nan)
 
 
-def group_push(p, group_size: int = 8, scale: str = "group") -> np.ndarray:
+def group_push(p, group_size: int = GRPOConfig.group_size, scale: str = "group") -> np.ndarray:
     """COMPUTED: E[sum_i |A_i|] of one prompt's group at success rate p, the total push GRPO's
     update gives it: with k right of G, sum |r_i - mean| = 2 k (G - k) / G, divided by the group's
     std sqrt(k (G - k)) / G under ``scale="group"`` (GRPO: 2 sqrt(k (G - k))), not under
@@ -285,7 +288,7 @@ def pass_at_k_curve(policy, task, ks=PASS_KS, n: int | None = None, problems=Non
     return out
 
 
-def measure_world(policy, task, bound: int = 60, group_size: int = 8, n_prompts: int = 384, samples: int = 64,
+def measure_world(policy, task, bound: int = 60, group_size: int = GRPOConfig.group_size, n_prompts: int = 384, samples: int = 64,
                   batches: int = 8, prompts_per_batch: int = 64, grad_batches: int = 16, critic_steps: int = 60,
                   score_prompts: int = 48, score_samples: int = 16, seed: int = 0, progress: bool = False) -> dict:  # fmt: skip
     """MEASURED at one policy, every number of the algebra side by side:

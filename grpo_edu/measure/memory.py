@@ -149,7 +149,7 @@ def step_memory(
     algorithm_name,
     model_config=None,
     preset="cpu",
-    batch_size=512,
+    batch_size=None,
     include_rollout=True,
     device=None,
     seed=0,
@@ -158,8 +158,9 @@ def step_memory(
 ) -> dict:
     """Peak memory of one training step (rollout, then ``update``), fp32, of a RANDOM-init policy
     of ``model_config`` (default the preset's; memory does not depend on training) with the
-    algorithm's default config on ``batch_size`` sequences of the preset's task. The reference
-    is held only if used (beta > 0) unless ``with_reference`` says. ``share_prompts``: None as
+    algorithm's default config on ``batch_size`` sequences of the preset's task (default: the
+    preset's sequences_per_step). The reference is held only if used (beta > 0) unless
+    ``with_reference`` says. ``share_prompts``: None as
     `rollout.SHARE_PROMPTS` says (a group runs its prompt once); False: every row its own, so
     two algorithms differ only by their state. After one warm-up step (Adam m, v exist):
 
@@ -175,6 +176,7 @@ def step_memory(
         with prompt_sharing(share_prompts):
             return step_memory(algorithm_name, model_config, preset, batch_size, include_rollout, device, seed,
                                with_reference)  # fmt: skip
+    batch_size = resolve_preset(preset).sequences_per_step if batch_size is None else batch_size
     algo, device, sample = setup_step(algorithm_name, model_config, preset, seed, with_reference, device)
     policy, G = algo.policy, algo.config.group_size
     if batch_size % G:

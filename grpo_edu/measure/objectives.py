@@ -33,7 +33,7 @@ def _cos(a, b) -> float:
 
 
 def gspo_vs_grpo(
-    policy, task, n_prompts: int = 32, group_size: int = 8, epochs: int = 4, lr: float = 3e-4,
+    policy, task, n_prompts: int = 32, group_size: int = GRPOConfig.group_size, epochs: int = 4, lr: float = 3e-4,
     eps: float = 0.2, seed: int = 0,
 ) -> dict:  # fmt: skip
     """GRPO's and GSPO's policy gradients on one batch, epoch after epoch.

@@ -133,7 +133,7 @@ def gradient_variance(
     estimators=ESTIMATORS,
     n_batches=32,
     prompts_per_batch=64,
-    group_size=8,
+    group_size=GRPOConfig.group_size,
     layout="group",
     critic=None,
     seed=0,

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from ..algorithms import make_algorithm
+from ..algorithms import GRPOConfig, make_algorithm
 from ..measure.compare import ORDER
 from ..measure.cost import step_cost
 from ..measure.memory import step_memory
@@ -60,7 +60,9 @@ def run_bench(
     }
 
 
-def generation_speed(policy, task, n_prompts: int = 64, group_size: int = 8, repeats: int = 5, seed: int = 0) -> dict:
+def generation_speed(
+    policy, task, n_prompts: int = 64, group_size: int = GRPOConfig.group_size, repeats: int = 5, seed: int = 0
+) -> dict:
     """MEASURED: tokens/s of batched sampling (alternating, median of ``repeats``, same prompts
     and seeds) recomputing the prefix at every token, with the KV cache, and with the cache and
     each prompt run once for its ``group_size`` rows (`generate`'s default). "speedup": what the

@@ -31,9 +31,9 @@ class Preset:
     task: dict  # ArithmeticTask keyword arguments
     model: ModelConfig
     sft: SFTConfig
-    sequences_per_step: int = 512  # completions sampled per RL step, the same for every algorithm
-    steps: int = 100  # default RL steps for one training run
-    eval_every: int = 10  # RL steps between held-out evaluations
+    sequences_per_step: int  # completions sampled per RL step, the same for every algorithm (_SIZES)
+    steps: int  # default RL steps for one training run (_SIZES)
+    eval_every: int  # RL steps between held-out evaluations
     seed: int = 0  # base seed of everything random (the reference's SFT too); $GRPO_EDU_SEED_SHIFT adds to it
     world: str = "default"  # which reference the task is learned from (WORLDS; get_preset(world=...))
 

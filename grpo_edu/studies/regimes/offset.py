@@ -32,7 +32,9 @@ def with_critic_warmup(algo, task, steps: int, seed: int):
     return algo
 
 
-def affine_gap(rewards, shift: float, scale: float, group_size: int = 8, eps: float | None = None) -> float:
+def affine_gap(
+    rewards, shift: float, scale: float, group_size: int = GRPOConfig.group_size, eps: float | None = None
+) -> float:
     """max_i |A_i(shift + scale * r) - A_i(r)| of GRPO's group advantage (scale_rewards="group",
     ``eps`` default: GRPOConfig's adv_eps):
     0 up to float rounding for any shift, about eps / std(r) relative for a scale, and far
