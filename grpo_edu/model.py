@@ -91,7 +91,7 @@ class CausalSelfAttention(nn.Module):
             "mask_bias", torch.zeros(hidden.shape).masked_fill(hidden, float("-inf")), persistent=False
         )
 
-    def forward(self, x, cache: KVCache | None = None, layer: int = 0):
+    def forward(self, x, cache: KVCache | None = None, layer: int = 0, last: int | None = None):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         # [B, T, C] -> [B, H, T, Dh]
@@ -100,16 +100,19 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             past = cache.layer_length(layer)
             k, v = cache.update(layer, k, v)
-        # y = softmax(q k^T / sqrt(Dh) + mask) v over the past + T keys: att [B, H, T, past + T]
+        if last is not None:  # every position's keys and values, the queries of the last `last` only
+            q = q[:, :, T - last :]
+        Tq = q.shape[2]
+        # y = softmax(q k^T / sqrt(Dh) + mask) v over the past + T keys: att [B, H, Tq, past + T]
         att = (q * (1.0 / math.sqrt(C // self.n_heads))) @ k.transpose(2, 3)
-        if T > 1:  # new position i sees the cached prefix and the new positions up to i
-            att = att + self.mask_bias[past : past + T, : past + T]
+        if Tq > 1:  # new position i sees the cached prefix and the new positions up to i
+            att = att + self.mask_bias[past + T - Tq : past + T, : past + T]
         # the softmax written out (the max only shifts: no gradient through it), normalised after
         # the product: at these lengths (<= 12 keys) this is faster on a CPU than torch.softmax or
         # F.scaled_dot_product_attention, equal to float rounding (tests/test_speedrun.py)
         att = (att - att.amax(dim=-1, keepdim=True).detach()).exp()
         y = (att @ v) / att.sum(dim=-1, keepdim=True)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.proj(y.transpose(1, 2).reshape(B, Tq, C))
 
 
 class Block(nn.Module):
@@ -124,8 +127,9 @@ class Block(nn.Module):
             nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model),
         )
 
-    def forward(self, x, cache=None, layer=0):
-        x = x + self.attn(self.ln1(x), cache, layer)
+    def forward(self, x, cache=None, layer=0, last=None):
+        a = self.attn(self.ln1(x), cache, layer, last)
+        x = x + a if last is None else x[:, x.shape[1] - last :] + a
         return x + self.mlp(self.ln2(x))
 
 
@@ -152,10 +156,15 @@ class Trunk(nn.Module):
         elif isinstance(m, nn.Embedding):
             nn.init.normal_(m.weight, 0.0, 0.02)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+        """``[B, T]`` ids -> ``[B, T, d_model]``; with ``last``, the outputs of the last ``last``
+        positions only, ``[B, last, d_model]`` (the cache still gets every position's keys and values:
+        the last block skips the rest, as a prompt run once needs only its last position's output)."""
         if idx.dim() != 2:
             raise ValueError(f"expected token ids of shape [B, T], got {tuple(idx.shape)}")
         B, T = idx.shape
+        if last is not None and not (isinstance(last, int) and 1 <= last <= T):
+            raise ValueError(f"last must be None or an integer in [1, {T}], got {last!r}")
         start = cache.length if cache is not None else 0
         if start + T > self.config.max_seq_len:
             raise ValueError(
@@ -169,12 +178,13 @@ class Trunk(nn.Module):
         pos = torch.arange(start, start + T, device=idx.device)
         x = self.tok_emb(idx) + self.pos_emb(pos)
         for i, block in enumerate(self.blocks):
-            x = block(x, cache, i)
+            x = block(x, cache, i, last if i == len(self.blocks) - 1 else None)
         return self.ln_f(x)
 
 
 class TinyGPT(nn.Module):
-    """The policy pi_theta: ``forward(idx [B, T], cache=None) -> logits [B, T, V]``."""
+    """The policy pi_theta: ``forward(idx [B, T], cache=None, last=None) -> logits [B, T, V]``
+    (``[B, last, V]`` with ``last``: the logits of the last positions only)."""
 
     def __init__(self, config: ModelConfig | None = None):
         super().__init__()
@@ -187,8 +197,8 @@ class TinyGPT(nn.Module):
             if self.head.bias is not None:
                 nn.init.zeros_(self.head.bias)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        h = self.trunk(idx, cache)
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+        h = self.trunk(idx, cache, last)
         if self.head is not None:
             return self.head(h)
         return h @ self.trunk.tok_emb.weight.T  # tied embeddings: [B, T, V]
@@ -216,8 +226,8 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def forward(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        return self.head(self.trunk(idx, cache)).squeeze(-1)
+    def forward(self, idx: torch.Tensor, cache: KVCache | None = None, last: int | None = None) -> torch.Tensor:
+        return self.head(self.trunk(idx, cache, last)).squeeze(-1)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.n_layers)

@@ -196,10 +196,10 @@ def generate(
             step == 0 and use_cache and _sharing(share_prompts) and group_size > 1
         ):  # each prompt once; its G rows share its cache
             rows = torch.arange(prompt_ids.shape[0], device=device).repeat_interleave(group_size)
-            logits = model(prompt_ids.to(device), cache)[:, -1].index_select(0, rows)
+            logits = model(prompt_ids.to(device), cache, last=1)[:, -1].index_select(0, rows)
             cache.select_rows(rows)
         else:
-            logits = model(step_input, cache) if use_cache else model(seq)
+            logits = model(step_input, cache, last=1) if use_cache else model(seq)
             logits = logits[:, -1]
         logits = logits.float() / scale
         nxt = _next_token(logits, greedy, top_k, generator)
@@ -269,7 +269,7 @@ def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool | Non
         return model(rollout.input_ids)[:, P - 1 : -1]
     prompts, inverse = shared
     cache = model.new_cache()
-    first = model(prompts, cache)[:, -1:].index_select(0, inverse)  # predicts completion token 0
+    first = model(prompts, cache, last=1).index_select(0, inverse)  # predicts completion token 0
     if T == 1:
         return first
     rest = model(rollout.completion_ids[:, :-1], cache.select_rows(inverse))  # tokens 1..T-1
