@@ -8,18 +8,20 @@
 
 (``train_from_preset(make_algorithm("grpo"), preset="cpu")`` builds the task and the reference.)
 
-The functional core (`grpo_edu.functional`) holds one function per equation; each consults
-the core's registry on every call, so `plug(name=fn)` swaps in your own version everywhere
+The functional core (`grpo_edu.functional`) holds one function per equation. A run that uses your
+own version of one says so, ``make_algorithm("grpo", functions={"group_advantages": mine})``; the
+homework's shortcut, ``with plug(name=fn):``, swaps it in everywhere for the ``with`` block only
 (that is how the homework's solutions run inside the library's training loop).
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
+import functools
 
 from . import functional
 from .algorithms import ALGORITHMS, GRPO, PPO, GRPOConfig, Reinforce, ReinforceBaseline, make_algorithm
+from .algorithms.base import check_replacements
 from .evaluation import evaluate
 from .model import ModelConfig, TinyGPT, ValueModel
 from .rollout import Rollout, generate, sample_batch, sequence_logprobs
@@ -34,54 +36,58 @@ __version__ = "0.1.0"
 
 @contextlib.contextmanager
 def plug(**functions):
-    """Temporarily replace functions of the functional core, e.g.
+    """The homework's shortcut: replace functions of the functional core for a ``with`` block, e.g.
 
         with grpo_edu.plug(group_advantages=my_group_advantages):
             train(make_algorithm("grpo"), ...)
 
-    The replacements go into the core's registry (`grpo_edu.functional.PLUGGED`), which every
-    function of the core consults on each call: every algorithm, the rollout code, the
-    measurements and the core's own functions use yours, however they imported the function.
-    Inside your function, a call of the function it replaces is the library's (so it may wrap
-    it). The library calls every function with its full signature, so a replacement must
-    accept every parameter of the original, by the same name: one that does not is refused
-    here with a ``ValueError`` naming the missing parameter (not a ``TypeError`` deep in
-    training).
+    For the block, and only then, ``grpo_edu.functional.<name>`` (and the name in the module of the
+    core that defines it) is your function: every caller that looks the name up when it calls uses
+    it (the algorithms, the measurements, the core's own functions calling each other,
+    ``Fn.name(...)``); a name imported with ``from grpo_edu.functional import name`` before the
+    block keeps the library's. Inside your function, a call of the function it replaces is the
+    library's (so it may wrap it). The block restores the library's functions on exit, also when
+    it raises; while it runs the whole process sees the swap (plug from one thread at a time).
+    Outside the homework, say it explicitly instead: ``make_algorithm(name, functions={...})``.
+    The library calls every function with its full signature, so a replacement must accept every
+    parameter of the original, by the same name: one that does not is refused here with a
+    ``ValueError`` naming the missing parameter (not a ``TypeError`` deep in training).
     """
-    unknown = [name for name in functions if name not in functional.__all__]
-    if unknown:
-        raise ValueError(f"plug: {unknown} are not functions of grpo_edu.functional {functional.__all__}")
-    for name, fn in functions.items():
-        if not callable(fn):
-            raise ValueError(f"plug: {name} must be callable, got {type(fn).__name__}")
-        missing = _missing_parameters(getattr(functional, name), fn)
-        if missing:
-            want = inspect.signature(getattr(functional, name))
-            raise ValueError(
-                f"plug: your {name} has no parameter {', '.join(missing)}; the library calls it as {name}{want}"
-            )
-    saved = {name: functional.PLUGGED.get(name) for name in functions}
+    check_replacements(functions, "plug")
+    swapped = []  # (module, name, what it held): restored in reverse order on exit
     try:
-        functional.PLUGGED.update(functions)
+        for name, fn in functions.items():
+            library = _LIBRARY[name]
+            guarded = _guarded(fn, library)
+            for module in _CORE_MODULES:
+                if name in vars(module):
+                    swapped.append((module, name, vars(module)[name]))
+                    setattr(module, name, guarded)
         yield
     finally:
-        for name, fn in saved.items():
-            if fn is None:
-                functional.PLUGGED.pop(name, None)
-            else:
-                functional.PLUGGED[name] = fn
+        for module, name, held in reversed(swapped):
+            setattr(module, name, held)
 
 
-def _missing_parameters(original, replacement) -> list[str]:
-    """The parameters of ``original`` that ``replacement`` cannot take by name."""
-    try:
-        params = inspect.signature(replacement).parameters
-    except (TypeError, ValueError):  # a builtin without a signature: trust it
-        return []
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return []
-    takes = {n for n, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
-    return [n for n in inspect.signature(original).parameters if n not in takes]
+_LIBRARY = {name: getattr(functional, name) for name in functional.__all__}  # the core's own functions
+_CORE_MODULES = (functional, *(getattr(functional, m) for m in ("advantages", "logprobs", "losses", "objectives", "reductions")))  # fmt: skip
+
+
+def _guarded(fn, library):
+    """``fn``, except that a call of the same name from inside ``fn`` is the library's."""
+    running = []
+
+    @functools.wraps(library)
+    def call(*args, **kwargs):
+        if running:
+            return library(*args, **kwargs)
+        running.append(True)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            running.pop()
+
+    return call
 
 
 __all__ = [

@@ -16,6 +16,7 @@ def evaluate(
     return_correct: bool = False,
     temperature: float = 0.0,
     seed: int = 0,
+    return_completions: bool = False,
 ):
     """Exact-match accuracy of ``policy`` on ``task``'s held-out problems.
 
@@ -23,12 +24,13 @@ def evaluate(
     ``task.eval_problems()`` (or ``problems``). ``temperature=0`` (default) decodes greedily:
     the number every learning curve plots. ``temperature=1`` samples as RL does (seeded by
     ``seed``): the *sampled* accuracy, the success rate the policy gradient actually sees.
-    With ``return_correct`` also returns the per-problem 0/1 tensor.
+    With ``return_correct`` also returns the per-problem 0/1 tensor; with ``return_completions``
+    returns ``(accuracy, correct, completions)``, the completions the texts the policy wrote.
     """
     problems = task.eval_problems() if problems is None else problems
     if not problems:
         raise ValueError("evaluate needs at least one problem")
-    correct = []
+    correct, texts = [], []
     generator = None
     if temperature > 0:
         generator = torch.Generator(device=next(policy.parameters()).device).manual_seed(seed)
@@ -43,6 +45,9 @@ def evaluate(
             tokenizer=task.tokenizer,
         )
         correct.append(task.rewards(chunk, ro.texts, terminated=(~ro.truncated).tolist()))
+        texts += ro.texts
     correct = torch.cat(correct)
     acc = int(correct.sum()) / len(correct)  # exact (a float32 mean makes 450/500 = 0.89999998)
+    if return_completions:
+        return acc, correct, texts
     return (acc, correct) if return_correct else acc

@@ -8,10 +8,11 @@
             loss.backward(); clip; optimizer.step()
             (the critic's own step, if there is a critic)
     # pi_old <- pi_theta: the next rollout is sampled from the updated policy
-    every eval_every steps: greedy held-out accuracy
+    at step 0, every eval_every steps and at the last step: greedy held-out accuracy
 
 `train` runs it; `update` is one pass of it on one rollout. Training wall time excludes
-evaluation, so ``seconds`` compares algorithms fairly.
+evaluation, so ``seconds`` compares algorithms fairly. Its two extension points watch and change
+nothing: ``callback`` sees each step (`StepInfo`), ``on_evaluate`` each evaluation (`Evaluation`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import functional as Fn
 from .evaluation import evaluate
 from .progress import progress_bar
 from .rollout import sample_batch
@@ -111,8 +111,29 @@ class StepInfo:
 
     @property
     def evaluated(self) -> bool:
-        """Whether train() evaluated the policy after this step (every ``eval_every`` steps)."""
+        """Whether train() evaluated the policy after this step (every ``eval_every`` steps, and the last)."""
         return bool(self.history.evals) and self.history.evals[-1]["step"] == self.step
+
+
+@dataclass
+class Evaluation:
+    """What ``train``'s ``on_evaluate`` sees after each evaluation: at step 0, every ``eval_every``
+    steps and at the last step (the evaluations ``history.evals`` records, each with its answers)."""
+
+    step: int
+    """The RL step the policy has taken (0: the policy the run starts from)."""
+    accuracy: float
+    """Greedy held-out accuracy, ``history.evals[-1]["accuracy"]``."""
+    correct: torch.Tensor
+    """``[N]`` 0/1: whether the policy answered each held-out problem right."""
+    completions: list
+    """The N greedy completions (texts) that were checked."""
+    problems: list
+    """The N held-out problems, ``task.eval_problems()``, in that order."""
+    policy: torch.nn.Module
+    """The policy evaluated."""
+    history: History
+    """The run so far; ``history.evals[-1]`` is this evaluation's record."""
 
 
 def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
@@ -146,7 +167,7 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
     """One update of the one loop on one rollout: prepare the batch (advantages), then
     ``epochs x minibatches`` optimizer steps on ``algorithm.loss``. Returns the step's metrics."""
     _check(algorithm, rollout, scores)
-    cfg, policy, optimizer = algorithm.config, algorithm.policy, algorithm.optimizer
+    Fn, cfg, policy, optimizer = algorithm.fn, algorithm.config, algorithm.policy, algorithm.optimizer
     batch = algorithm.prepare(rollout, scores)  # no grad: log pi_ref, KL in the reward, advantages
     finite(batch.advantages, "advantages")
     policy.train()
@@ -240,6 +261,7 @@ def train(
     progress: bool = True,
     name: str | None = None,
     callback=None,
+    on_evaluate=None,
 ) -> History:
     """Train ``policy`` (default: a copy of ``reference``) with ``algorithm`` on ``task``.
 
@@ -259,13 +281,17 @@ def train(
 
     ``callback``: None, or a function called after each step (after its evaluation, if any) with
     a `StepInfo`: the step's metrics, the rollout, its scores and problems, the policy, the
-    history so far. It watches (logs, streams metrics, summarises what the policy wrote); its
-    time is not counted in ``seconds``. Returning changes nothing; raising stops the run.
+    history so far. ``on_evaluate``: None, or a function called after each evaluation (step 0,
+    every ``eval_every`` steps, the last step), before that step's callback, with an `Evaluation`:
+    the accuracy and, per held-out problem, the answer and whether it was right. Both watch (log,
+    stream metrics, summarise what the policy wrote); their time is not counted in ``seconds``.
+    Returning changes nothing; raising stops the run.
     """
 
     _check_start(task, reference, preset)
-    if callback is not None and not callable(callback):
-        raise ValueError(f"callback must be None or a function of one StepInfo, got {callback!r}")
+    for hook, fn, sees in (("callback", callback, "StepInfo"), ("on_evaluate", on_evaluate, "Evaluation")):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{hook} must be None or a function of one {sees}, got {fn!r}")
     policy = policy if policy is not None else copy.deepcopy(reference)
     steps, seq_per_step, seed, eval_every = _resolve_budget(
         preset, algorithm, reward_kind, steps, seconds, samples, sequences_per_step, seed, eval_every
@@ -286,9 +312,12 @@ def train(
             sampler, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
         )
 
-    def evaluate_now(step, n_samples, t_train):
-        hist.evals.append({"step": step, "samples": n_samples, "seconds": t_train, "accuracy": evaluate(policy, task)})
-        return hist.evals[-1]["accuracy"]
+    def evaluate_now(step, n_samples, t_train):  # greedy held-out accuracy, recorded, shown to on_evaluate
+        acc, correct, completions = evaluate(policy, task, return_completions=True)
+        hist.evals.append({"step": step, "samples": n_samples, "seconds": t_train, "accuracy": acc})
+        if on_evaluate is not None:
+            on_evaluate(Evaluation(step, acc, correct, completions, task.eval_problems(), policy, hist))
+        return acc
 
     step, n_samples, n_trained, t_train = 0, 0, 0, 0.0
     acc = evaluate_now(0, 0, 0.0)
@@ -314,13 +343,12 @@ def train(
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
         }
         hist.steps.append({**record, **{k: v for k, v in stats.items() if isinstance(v, (int, float))}})
-        if step % eval_every == 0:
+        last = not _budget_left(step, n_samples, t_train, acc, steps, samples, seconds, target_accuracy)
+        if step % eval_every == 0 or last:  # every eval_every steps, and the last step
             acc = evaluate_now(step, n_samples, t_train)
             bar.set_postfix(acc=f"{acc:.3f}")
         if callback is not None:  # a watcher: it sees the step, it does not change it
             callback(StepInfo(step, hist.steps[-1], ro, scores, problems, policy, hist))
         bar.update(1)
-    if hist.evals[-1]["step"] != step:
-        evaluate_now(step, n_samples, t_train)
     bar.close()
     return hist

@@ -120,8 +120,9 @@ def test_each_rung_owns_its_line():
     assert "Fn.gae" in inspect.getsource(ppo.PPO.prepare)
     assert "Fn.group_advantages" in inspect.getsource(grpo.GRPO.prepare)
     grpo_loss = inspect.getsource(grpo.GRPO.loss)
-    for piece in ("Fn.clipped_surrogate_loss", "cfg.eps_low", "Fn.kl_estimate", "Fn.regularized_loss"):
-        assert piece in grpo_loss, piece  # GRPO's objective, KL term and aggregation are in grpo.py
+    for piece in ("POLICY_LOSSES[cfg.policy_loss]", "Fn.kl_estimate", "Fn.regularized_loss"):
+        assert piece in grpo_loss, piece  # GRPO's objective (its row), KL term and aggregation are in grpo.py
+    assert grpo.POLICY_LOSSES[grpo.GRPOConfig().policy_loss].function == "clipped_surrogate_loss"  # PPO's clip
     for cls in ALGORITHMS.values():
         assert cls.__mro__[1].__name__ == "Algorithm", cls  # no rung inherits another
         assert cls.Config.__mro__ == (cls.Config, object), cls.Config  # flat config
@@ -220,7 +221,11 @@ def test_bad_config_values_are_named(cls, kwargs, match):
 
 
 def test_practitioner_names():
-    assert GRPOConfig(loss_type="dr_grpo").loss_type == "dr_grpo"
+    from grpo_edu.hf.names import from_trl
+
+    assert GRPOConfig(**from_trl(GRPOConfig, {"loss_type": "dr_grpo"})).loss_type == "constant"  # TRL's, via the bridge
+    with pytest.raises(ValueError, match=r"GRPOConfig.loss_type must be one of \['constant'"):
+        GRPOConfig(loss_type="dr_grpo")  # the config takes grpo_edu's names only
     assert GRPOConfig(kl_placement="loss").kl_kind == "k3"
     assert GRPOConfig(kl_placement="reward").kl_kind == "k1"
     assert PPO().config.kl_placement == "reward"  # PPO for LMs: KL penalty in the reward
@@ -228,43 +233,69 @@ def test_practitioner_names():
         make_algorithm("dpo")
 
 
-def test_plug_reaches_the_algorithms(task, tiny_policy):
-    """grpo_edu.plug swaps a functional-core function everywhere the library uses it."""
-    import grpo_edu
+def test_an_algorithm_given_a_function_uses_it_and_a_plain_one_does_not(task, tiny_policy):
+    """Replacements travel with the algorithm (``functions=``): the algorithm given one calls it, an
+    algorithm built without, in the same process, calls the core's; nothing global changes."""
+    original, calls = Fn.group_advantages, []
 
-    original = Fn.kl_penalized_rewards
-    calls = []
-
-    def spy(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
+    def spy(rewards, group_size, scale="group", eps=1e-6, unbiased=False, leave_one_out=False):
+        calls.append(group_size)
+        adv, st = original(rewards, group_size, scale, eps, unbiased, leave_one_out)
+        return torch.full_like(adv, 0.5), st  # every advantage 1/2: visible in the batch
 
     ro, scores = _batch(task, tiny_policy, G=4)
-    algo = GRPO(group_size=4, kl_placement="reward", beta=0.1).setup(tiny_policy, copy.deepcopy(tiny_policy))
-    with grpo_edu.plug(kl_penalized_rewards=spy):
-        algo.prepare(ro, scores)
-    assert calls == [1]
-    assert Fn.kl_penalized_rewards is original  # restored
-    with pytest.raises(ValueError, match="not functions of grpo_edu.functional"):
-        with grpo_edu.plug(not_a_function=spy):
-            pass
+    mine = make_algorithm("grpo", functions={"group_advantages": spy}, group_size=4, beta=0.0)
+    plain = make_algorithm("grpo", group_size=4, beta=0.0)
+    for algo in (mine, plain):
+        algo.setup(tiny_policy, None)
+    a_mine, a_plain = mine.prepare(ro, scores).advantages, plain.prepare(ro, scores).advantages
+    assert calls == [4] and torch.equal(a_mine, torch.full_like(a_mine, 0.5))
+    expected, _ = original(scores.sum(1), 4, eps=GRPOConfig().adv_eps)
+    torch.testing.assert_close(a_plain, expected)  # the plain one: the core's group advantage
+    assert mine.fn.group_advantages is spy and plain.fn is Fn and Fn.group_advantages is original
+    assert mine.fn.masked_sum is Fn.masked_sum  # a name not replaced is the core's
 
 
-def test_plug_refuses_a_function_missing_a_parameter():
-    """The library calls every core function with its full signature: a homework version that
-    lacks a parameter is refused up front, naming it, instead of failing deep in training."""
-    import grpo_edu
+def test_replacements_reach_the_loss_the_critic_and_the_logged_kl(task, tiny_policy):
+    """A replaced function is used wherever the run calls it: the loss (clipped surrogate), the
+    critic's step (value loss) and the KL the loop logs (kl_estimate), not only prepare."""
+    from grpo_edu.algorithms import PPO
 
-    def basic_group_advantages(rewards, group_size, scale="group", eps=1e-6, unbiased=False):
-        return Fn.group_advantages(rewards, group_size, scale, eps, unbiased)
+    seen = set()
 
-    with pytest.raises(ValueError, match="no parameter leave_one_out"):
-        with grpo_edu.plug(group_advantages=basic_group_advantages):
-            pass
-    with pytest.raises(ValueError, match="must be callable"):
-        with grpo_edu.plug(group_advantages=3):
-            pass
-    assert Fn.group_advantages.__module__ == "grpo_edu.functional"  # nothing was swapped
+    def spying(name):
+        library = getattr(Fn, name)
+
+        def call(*args, **kwargs):
+            seen.add(name)
+            return library(*args, **kwargs)
+
+        return call
+
+    names = ("clipped_surrogate_loss", "value_loss", "kl_estimate", "gae")
+    ro, scores = _batch(task, tiny_policy, G=1)
+    ppo = PPO(functions={n: spying(n) for n in names}, kl_placement="loss").setup(
+        copy.deepcopy(tiny_policy), copy.deepcopy(tiny_policy), generator=torch.Generator().manual_seed(0)
+    )
+    update(ppo, ro, scores)
+    assert seen == set(names)
+
+
+@pytest.mark.parametrize(
+    "functions, match",
+    [
+        ({"not_a_function": lambda x: x}, "not functions of grpo_edu.functional"),
+        ({"group_advantages": 3}, "must be callable"),
+        ({"group_advantages": lambda rewards, group_size, scale="group", eps=1e-6, unbiased=False: None},
+         "no parameter leave_one_out"),
+        (["group_advantages"], "functions must be a dict"),
+    ],
+)  # fmt: skip
+def test_a_replacement_the_library_cannot_call_is_refused_up_front(functions, match):
+    """The library calls every core function with its full signature: a replacement that lacks a
+    parameter is refused when the algorithm is built, naming it, not deep in training."""
+    with pytest.raises(ValueError, match=match):
+        make_algorithm("grpo", functions=functions)
 
 
 def test_train_callback_watches_each_step_and_changes_nothing(task, tiny_policy, cpu_preset):
@@ -289,7 +320,7 @@ def test_train_callback_watches_each_step_and_changes_nothing(task, tiny_policy,
     h = run(watch)
     assert [x[0] for x in seen] == [1, 2, 3]
     assert all(x[1] and x[2] == 32 and x[3][0] == 32 and x[4] == 32 and x[5] for x in seen)
-    assert [x[6] for x in seen] == [False, True, False]  # eval_every=2; the last evaluation comes after
+    assert [x[6] for x in seen] == [False, True, True]  # eval_every=2, and the last step is evaluated
     assert [e["step"] for e in h.evals] == [0, 2, 3]
     policy = copy.deepcopy(tiny_policy)
     plain = run()
@@ -304,3 +335,44 @@ def test_train_callback_watches_each_step_and_changes_nothing(task, tiny_policy,
         run(stop)
     with pytest.raises(ValueError, match="callback must be None or a function"):
         run("not a function")
+
+
+def test_on_evaluate_sees_every_evaluation_with_each_answer(task, tiny_policy, cpu_preset):
+    """train(..., on_evaluate=f) calls f after every evaluation (step 0, every eval_every steps, the
+    last step), before that step's callback, with the accuracy and, per held-out problem, the answer
+    and whether it was right: the numbers `evaluate` gives for that policy (checked by hand at the
+    end, where the policy is the final one). The history is the same as without it (the control)."""
+    from dataclasses import replace
+
+    from grpo_edu import evaluate, train
+
+    preset = replace(cpu_preset, sequences_per_step=32, eval_every=2)
+    order, seen = [], []
+
+    def on_evaluate(e):
+        order.append(("eval", e.step))
+        seen.append(e)
+        assert e.history.evals[-1]["step"] == e.step and e.history.evals[-1]["accuracy"] == e.accuracy
+
+    def run(**hooks):
+        policy = copy.deepcopy(tiny_policy)
+        h = train(GRPO(group_size=4), task, tiny_policy, policy, preset, steps=3, progress=False, **hooks)
+        return h, policy
+
+    h, policy = run(on_evaluate=on_evaluate, callback=lambda s: order.append(("step", s.step)))
+    assert [e.step for e in seen] == [e["step"] for e in h.evals] == [0, 2, 3]  # the last included
+    assert order == [("eval", 0), ("step", 1), ("eval", 2), ("step", 2), ("eval", 3), ("step", 3)]
+    problems = task.eval_problems()
+    for e in seen:
+        assert e.problems == problems and len(e.completions) == len(problems) == e.correct.numel()
+        assert e.accuracy == int(e.correct.sum()) / len(problems)  # the accuracy is the mean of the answers
+    last = seen[-1]
+    acc, correct = evaluate(policy, task, return_correct=True)  # by hand: the final policy, evaluated again
+    assert last.policy is policy and acc == last.accuracy and torch.equal(correct, last.correct)
+    right = task.rewards(problems, last.completions)  # each answer, checked again
+    assert torch.equal(right, last.correct)
+    plain, _ = run()
+    strip = lambda hist: [{k: v for k, v in st.items() if k != "seconds"} for st in hist.steps]  # noqa: E731
+    assert strip(plain) == strip(h) and [e["accuracy"] for e in plain.evals] == [e["accuracy"] for e in h.evals]
+    with pytest.raises(ValueError, match="on_evaluate must be None or a function"):
+        run(on_evaluate=3)

@@ -40,7 +40,7 @@ def _train(*argv):
 def test_a_flag_reaches_the_config(fake_training):
     assert _train("--beta", "0.1", "--loss_type", "dr_grpo", "--unbiased_std", "--adam_betas", "0.9,0.99") == 0
     cfg = fake_training["config"]
-    assert isinstance(cfg, GRPOConfig) and cfg.beta == 0.1 and cfg.loss_type == "dr_grpo"
+    assert isinstance(cfg, GRPOConfig) and cfg.beta == 0.1 and cfg.loss_type == "constant"  # TRL's dr_grpo
     assert cfg.unbiased_std is True and cfg.adam_betas == (0.9, 0.99)
     assert cfg.lr == GRPOConfig().lr  # a field not given keeps its default
     assert _train("--algo", "ppo", "--value_clip", "none", "--whiten_advantages", "false") == 0
@@ -63,7 +63,29 @@ def test_the_file_and_the_flag_agree_and_the_flag_wins(fake_training, tmp_path, 
     _train("--config", str(path))
     assert fake_training["config"] == by_flags != GRPOConfig()
     _train("--config", str(path), "--beta", "0.2")  # the flag beats the file
-    assert fake_training["config"].beta == 0.2 and fake_training["config"].loss_type == "dr_grpo"
+    assert fake_training["config"].beta == 0.2 and fake_training["config"].loss_type == "constant"
+
+
+@pytest.mark.parametrize(
+    "argv, file, policy_loss, loss_type",
+    [
+        (["--loss_type", "cispo"], None, "cispo", "token_mean"),
+        (["--loss_type", "dapo"], None, "clip", "token_mean"),
+        (["--importance_sampling_level", "sequence", "--loss_type", "grpo"], None, "gspo", "sequence_mean"),
+        ([], 'loss_type = "cispo"', "cispo", "token_mean"),
+        ([], 'importance_sampling_level = "sequence"', "gspo", "token_mean"),
+        (["--policy_loss", "gspo"], None, "gspo", "token_mean"),  # control: our own name
+    ],
+)
+def test_trl_loss_names_still_work_as_our_two_knobs(fake_training, tmp_path, argv, file, policy_loss, loss_type):
+    """TRL's loss names on the command line and in config files, as before policy_loss was a knob:
+    the bridge (grpo_edu.hf.names.from_trl) makes them policy_loss and loss_type."""
+    if file is not None:
+        (tmp_path / "run.toml").write_text(file + "\n")
+        argv = [*argv, "--config", str(tmp_path / "run.toml")]
+    assert _train(*argv) == 0
+    cfg = fake_training["config"]
+    assert (cfg.policy_loss, cfg.loss_type) == (policy_loss, loss_type)
 
 
 def test_the_file_sets_the_run_too(fake_training, tmp_path):
@@ -203,7 +225,7 @@ def test_out_keeps_the_run(kept):
     state = torch.load(run / "policy.pt", weights_only=True)
     assert state["algo"] == "grpo" and state["steps"] == 2 and "state_dict" in state
     text = (run / "config.toml").read_text()
-    assert 'loss_type = "dr_grpo"' in text and "beta = 0.1" in text and "steps = 2" in text
+    assert 'loss_type = "constant"' in text and "beta = 0.1" in text and "steps = 2" in text  # ours, of TRL's dr_grpo
     assert 'eps_high = "none"' in text  # None, as the flag takes it
 
 

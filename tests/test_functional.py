@@ -54,11 +54,19 @@ M = t([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])  # masked entries: 1, 2 | 4
 
 
 def test_all_is_the_public_api():
-    assert sorted(Fn.__all__) == sorted(
+    """``__all__`` names every public function the core's modules define, each one ``Fn.<name>``."""
+    import importlib
+    import pkgutil
+
+    modules = [importlib.import_module(f"{Fn.__name__}.{m.name}") for m in pkgutil.iter_modules(Fn.__path__)]
+    defined = {
         n
-        for n in dir(Fn)
-        if not n.startswith("_") and callable(getattr(Fn, n)) and getattr(Fn, n).__module__ == Fn.__name__
-    )
+        for m in modules
+        for n, f in vars(m).items()
+        if not n.startswith("_") and callable(f) and getattr(f, "__module__", None) == m.__name__
+    }
+    assert len(modules) >= 5 and sorted(Fn.__all__) == sorted(defined)
+    assert all(getattr(Fn, n).__module__.startswith(f"{Fn.__name__}.") for n in Fn.__all__)
 
 
 # ------------------------------------------------------------------ masked reductions
@@ -308,6 +316,9 @@ def test_clipped_surrogate_by_hand_with_asymmetric_clip():
             "clip_high": 1 / 5,
             "clip_ratio": 2 / 5,
             "ratio_mean": (1.5 + 0.5 + 1.25 + 0.5 + 1.5) / 5,
+            "ratio_std": math.sqrt((2.25 + 0.25 + 1.5625 + 0.25 + 2.25) / 5 - 1.05**2),  # 1/N std of rho
+            "advantage_abs_mean": 1.0,  # the one completion's mean |A_t|
+            "advantage_abs_max": 1.0,
         }
     )
     loss.sum().backward()
@@ -316,9 +327,16 @@ def test_clipped_surrogate_by_hand_with_asymmetric_clip():
     assert sym["clip_high"] == pytest.approx(2 / 5)
     mask = t([[0.0, 1.0, 1.0, 1.0, 1.0]])  # stats over masked tokens only
     _, masked = clipped_surrogate_loss(logp, old, adv, eps_low=0.2, eps_high=0.28, mask=mask)
-    assert masked == pytest.approx({"clip_low": 1 / 4, "clip_high": 0.0, "clip_ratio": 1 / 4, "ratio_mean": 3.75 / 4})
+    assert masked == pytest.approx(
+        {"clip_low": 1 / 4, "clip_high": 0.0, "clip_ratio": 1 / 4, "ratio_mean": 3.75 / 4,
+         "ratio_std": math.sqrt((0.25 + 1.5625 + 0.25 + 2.25) / 4 - (3.75 / 4) ** 2),
+         "advantage_abs_mean": 1.0, "advantage_abs_max": 1.0}
+    )  # fmt: skip
     _, empty = clipped_surrogate_loss(logp, old, adv, mask=torch.zeros_like(mask))
-    assert empty == {"clip_low": 0.0, "clip_high": 0.0, "clip_ratio": 0.0, "ratio_mean": 0.0}
+    assert empty == {"clip_low": 0.0, "clip_high": 0.0, "clip_ratio": 0.0, "ratio_mean": 0.0, "ratio_std": 0.0,
+                     "advantage_abs_mean": 0.0, "advantage_abs_max": 0.0}  # fmt: skip
+    _, per_seq = clipped_surrogate_loss(logp, old, t([-3.0]), mask=mask)  # advantages [B]: |A_i| itself
+    assert (per_seq["advantage_abs_mean"], per_seq["advantage_abs_max"]) == (3.0, 3.0)
 
 
 def test_value_loss_by_hand_plain_and_clipped():

@@ -17,6 +17,12 @@ from grpo_edu import hf  # noqa: E402
 from grpo_edu.algorithms import GRPO, Batch, GRPOConfig  # noqa: E402
 from grpo_edu.model import ModelConfig, TinyGPT, ValueModel  # noqa: E402
 
+
+def trl_named(**fields) -> GRPOConfig:
+    """A GRPOConfig from fields that may use TRL's loss names ("dapo", "dr_grpo"): the bridge translates."""
+    return GRPOConfig(**hf.from_trl(GRPOConfig, fields))
+
+
 REASON = 'the [trl] extra is not installed: pip install -e ".[trl]"'
 
 
@@ -186,7 +192,7 @@ def test_knob_map_covers_every_field(trl):
 
 
 def test_trl_config_maps_knob_by_knob(trl):
-    cfg = GRPOConfig(
+    cfg = trl_named(
         unbiased_std=True,
         group_size=4,
         epochs=3,
@@ -236,7 +242,7 @@ def test_trl_config_maps_knob_by_knob(trl):
         ("token_mean", "bnpo"),
         ("dr_grpo", "dr_grpo"),
     ):
-        c = GRPOConfig(unbiased_std=True, loss_type=loss_type, max_length=4)
+        c = trl_named(unbiased_std=True, loss_type=loss_type, max_length=4)
         assert hf.trl_config(c).loss_type == theirs
     assert hf.trl_config(GRPOConfig(unbiased_std=True, kl_placement="none"), max_completion_length=4).beta == 0
 
@@ -252,7 +258,7 @@ def test_trl_config_maps_knob_by_knob(trl):
     ({"unbiased_std": True, "entropy_coef": 0.01, "temperature": 0.7}, "entropy_coef"),
 ])  # fmt: skip
 def test_trl_config_refuses_what_trl_cannot_express(trl, overrides, knob):
-    cfg = GRPOConfig(**overrides)
+    cfg = trl_named(**overrides)
     with pytest.raises(ValueError, match=rf"GRPOConfig\.{knob}"):
         hf.trl_config(cfg, max_completion_length=4)
     if knob in ("unbiased_std", "adv_eps", "warmup_steps", "max_length", "entropy_coef"):
@@ -358,7 +364,7 @@ def _theirs(trainer, num_items=None):
 @pytest.mark.parametrize("beta", [0.0, 0.04], ids=["beta0", "beta0.04"])
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
 def test_loss_parity_with_trl(trl, ref_dir, task, monkeypatch, loss_type, beta, eps_high):
-    cfg = GRPOConfig(
+    cfg = trl_named(
         unbiased_std=True,
         loss_type=loss_type,
         beta=beta,
@@ -381,11 +387,11 @@ def test_trl_dapo_normalises_by_the_generation_batch(trl, ref_dir, task, monkeyp
     """grpo_edu's token_mean ("dapo") averages over the minibatch's tokens = TRL's "bnpo". TRL's
     "dapo" divides by the generation batch's tokens / steps_per_generation: the same with one
     minibatch, not with several minibatches of different lengths."""
-    cfg = GRPOConfig(unbiased_std=True, loss_type="dapo", beta=0.0, group_size=G, epochs=1, minibatches=1)
+    cfg = trl_named(unbiased_std=True, loss_type="dapo", beta=0.0, group_size=G, epochs=1, minibatches=1)
     loss, _ = _ours(cfg, monkeypatch)
     one = _trainer(cfg, ref_dir, task)
     two = _trainer(
-        GRPOConfig(unbiased_std=True, loss_type="dapo", beta=0.0, group_size=G, epochs=1, minibatches=2), ref_dir, task
+        trl_named(unbiased_std=True, loss_type="dapo", beta=0.0, group_size=G, epochs=1, minibatches=2), ref_dir, task
     )
     for trainer in (one, two):  # trl_config maps "dapo" to TRL's "bnpo"; switch to TRL's own "dapo"
         trainer.loss_type = trainer.args.loss_type = "dapo"

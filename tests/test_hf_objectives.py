@@ -18,9 +18,9 @@ AGGREGATION = {"grpo": "sequence_mean", "bnpo": "token_mean", "dr_grpo": "consta
 
 def _cfg(loss_type="grpo", beta=0.0, **kw):
     """A GRPOConfig that `hf.trl_config` maps to TRL's ``loss_type`` (one minibatch, one epoch)."""
-    return GRPOConfig(
-        unbiased_std=True, loss_type=loss_type, beta=beta, max_length=T, group_size=G, epochs=1, minibatches=1, **kw
-    )
+    fields = dict(unbiased_std=True, loss_type=loss_type, beta=beta, max_length=T, group_size=G, epochs=1,
+                  minibatches=1, **kw)  # fmt: skip
+    return GRPOConfig(**hf.from_trl(GRPOConfig, fields))  # TRL's loss names, through the bridge
 
 
 def _ours_through_grpo(cfg, monkeypatch, is_weights=None):
@@ -110,7 +110,7 @@ def test_cispo_parity_with_trl(trl, ref_dir, task, monkeypatch, eps_high, beta):
 
 def test_cispo_with_several_minibatches_is_refused_by_the_map(trl):
     with pytest.raises(ValueError, match=r"GRPOConfig\.loss_type"):
-        hf.trl_config(GRPOConfig(unbiased_std=True, loss_type="cispo", minibatches=2), max_completion_length=4)
+        hf.trl_config(GRPOConfig(unbiased_std=True, policy_loss="cispo", minibatches=2), max_completion_length=4)
     with pytest.raises(ValueError, match=r"GRPOConfig\.sampler_dtype"):
         hf.trl_config(GRPOConfig(unbiased_std=True, sampler_dtype="bfloat16"), max_completion_length=4)
     a = hf.trl_config(

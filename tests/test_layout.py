@@ -1,7 +1,8 @@
 """The ladder reads as the README says: one default GRPO update, from the loop to
-``backward()``, runs code in train.py, algorithms/grpo.py, functional.py and rollout.py (and
-the network's forward in model.py) and in no other file of grpo_edu; train() takes the
-reference it starts from (the lab's `train_from_preset` builds one)."""
+``backward()``, runs code in train.py, algorithms/grpo.py (and its objective's row in
+algorithms/policy_losses.py), the functional core's modules of its equations (functional/:
+advantages, log-probs, losses, reductions) and rollout.py (and the network's forward in model.py) and in no other file of grpo_edu; train() takes the reference it
+starts from (the lab's `train_from_preset` builds one)."""
 
 import sys
 from pathlib import Path
@@ -56,15 +57,19 @@ def _one_update(algo, task, reference):
 def test_one_default_grpo_update_opens_the_ladder_files_only(task, reference):
     seen, stats = _one_update(make_algorithm("grpo"), task, reference)
     assert stats["updates"] == 4 and stats["grad_norm"] > 0  # it did update: 2 epochs x 2 minibatches
-    assert seen == {"train.py", "algorithms/grpo.py", "functional.py", "rollout.py", "model.py"}
+    core = {f"functional/{m}.py" for m in ("_checks", "advantages", "logprobs", "losses", "reductions")}
+    assert seen == {"train.py", "algorithms/grpo.py", "algorithms/policy_losses.py", "rollout.py", "model.py", *core}
 
 
 def test_the_extras_run_only_with_their_knob(task, reference):
-    """Each production extra is in its named place, reached only when its knob is on."""
+    """Each production extra is in its named place, reached only when its knob is on (the default
+    update above reaches none of them): the objectives after DAPO are rows of POLICY_LOSSES whose
+    functions are the core's objectives.py."""
     for knobs, where in [
         (dict(dynamic_sampling=True), "algorithms/grpo_extras.py"),
-        (dict(loss_type="cispo"), "algorithms/grpo_extras.py"),
-        (dict(importance_sampling_level="sequence"), "algorithms/grpo_extras.py"),
+        (dict(reward_signal="random", beta=0.0), "algorithms/grpo_extras.py"),
+        (dict(policy_loss="cispo"), "functional/objectives.py"),
+        (dict(policy_loss="gspo"), "functional/objectives.py"),
         (dict(sampler_dtype="bfloat16"), "algorithms/sampler.py"),
     ]:
         seen, _ = _one_update(make_algorithm("grpo", **knobs), task, reference)
@@ -136,25 +141,3 @@ def test_figures_only_in_the_plotting_modules():
         ]
         assert private == [], mod
         assert "autograd" not in (PKG / "figures" / f"{mod}.py").read_text(), mod
-
-
-def test_plug_is_a_registry_the_core_consults():
-    """plug swaps no module global: the core's functions consult `functional.PLUGGED`, so a
-    function imported by name uses the replacement too, and a replacement may wrap the original."""
-    from grpo_edu import functional as Fn
-    from grpo_edu.functional import group_advantages, masked_mean  # bound by name before the plug
-
-    original, calls = Fn.masked_mean, []
-
-    def spy(x, mask, dim=None):
-        calls.append(1)
-        return original(x, mask, dim)  # the library's, not the spy again
-
-    x, m = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64), torch.tensor([[1.0, 0.0], [1.0, 1.0]])
-    with grpo_edu.plug(masked_mean=spy):
-        assert Fn.masked_mean is original  # the module is untouched
-        assert float(masked_mean(x, m)) == 8 / 3 and calls == [1]
-        with grpo_edu.plug(group_advantages=lambda rewards, group_size, **kw: ("mine", group_size)):
-            assert group_advantages(torch.zeros(4), 2) == ("mine", 2)
-        assert group_advantages(torch.zeros(4), 2)[0].shape == (4,)  # the inner plug restored
-    assert Fn.PLUGGED == {} and float(masked_mean(x, m)) == 8 / 3 and calls == [1]

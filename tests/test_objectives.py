@@ -65,8 +65,9 @@ def test_gspo_loss_by_hand():
     close(loss, [[expected[0]] * 3, [expected[1]] * 3])  # one value per completion, on every token
     assert loss.shape == (2, 3)
     assert stats == pytest.approx(
-        {"clip_low": 0.0, "clip_high": 1 / 2, "clip_ratio": 1 / 2, "ratio_mean": (s0 + s1) / 2}
-    )
+        {"clip_low": 0.0, "clip_high": 1 / 2, "clip_ratio": 1 / 2, "ratio_mean": (s0 + s1) / 2,
+         "ratio_std": abs(s0 - s1) / 2, "advantage_abs_mean": 1.0, "advantage_abs_max": 1.0}
+    )  # fmt: skip
     agg = aggregate_loss(loss, M, "sequence_mean")
     close(agg, (expected[0] + expected[1]) / 2)  # = 1/B sum_i L_i
     agg.backward()
@@ -75,7 +76,8 @@ def test_gspo_loss_by_hand():
     _, tight = gspo_loss(LOGP, OLD, ADV, M)  # the paper's 3e-4 / 4e-4: both completions clipped
     assert tight["clip_ratio"] == 1.0 and tight["clip_low"] == 0.5
     _, none = gspo_loss(LOGP, OLD, ADV, torch.zeros_like(M))
-    assert none == {"clip_low": 0.0, "clip_high": 0.0, "clip_ratio": 0.0, "ratio_mean": 0.0}
+    assert none == {"clip_low": 0.0, "clip_high": 0.0, "clip_ratio": 0.0, "ratio_mean": 0.0, "ratio_std": 0.0,
+                    "advantage_abs_mean": 1.0, "advantage_abs_max": 1.0}  # |A_i| of [B] advantages: no token needed  # fmt: skip
 
 
 def test_gspo_one_token_completions_are_grpo():
@@ -99,7 +101,11 @@ def test_cispo_loss_by_hand():
     )
     close(loss, [[1.5, 2.0, 0.75], [-0.25, -0.5, -3.0]])
     # over the 5 masked tokens rho = 2, 1 | 1/2, 1/2, 2: two above 1.5
-    assert stats == pytest.approx({"clip_low": 0.0, "clip_high": 2 / 5, "clip_ratio": 2 / 5, "ratio_mean": 6 / 5})
+    assert stats == pytest.approx(
+        {"clip_low": 0.0, "clip_high": 2 / 5, "clip_ratio": 2 / 5, "ratio_mean": 6 / 5,
+         "ratio_std": math.sqrt((4 + 1 + 0.25 + 0.25 + 4) / 5 - (6 / 5) ** 2), "advantage_abs_mean": 1.0,
+         "advantage_abs_max": 1.0}
+    )  # fmt: skip
     loss.sum().backward()
     close(logp.grad, [[-1.5, -1.0, -1.5], [0.5, 0.5, 1.5]])  # -w A: the weight is a constant
     low, st_low = cispo_loss(LOGP, OLD, ADV, eps_high=0.5, eps_low=0.4, mask=M)  # weights below 0.6 raised
@@ -381,8 +387,8 @@ def _first_token_task(task, policy, algo, steps, seed=0):
 @pytest.mark.parametrize(
     "knobs",
     [
-        {"importance_sampling_level": "sequence"},
-        {"loss_type": "cispo", "eps_high": 4.0},
+        {"policy_loss": "gspo"},
+        {"policy_loss": "cispo", "eps_high": 4.0},
         {"sampler_dtype": "bfloat16", "vllm_importance_sampling_mode": "token_truncate"},
     ],
     ids=["gspo", "cispo", "bf16-sampler+tis"],
@@ -425,9 +431,10 @@ def test_a_bfloat16_sampler_is_a_real_small_mismatch_that_the_weights_correct(ta
 @pytest.mark.parametrize(
     "kwargs, field",
     [
-        ({"importance_sampling_level": "seq"}, "importance_sampling_level"),
-        ({"loss_type": "cispo", "importance_sampling_level": "sequence"}, "importance_sampling_level"),
-        ({"loss_type": "gspo"}, "loss_type"),
+        ({"policy_loss": "sequence"}, "policy_loss"),
+        ({"policy_loss": "cispo", "loss_type": "sequence_mean"}, "loss_type"),  # CISPO is a token mean
+        ({"loss_type": "gspo"}, "loss_type"),  # an objective is not an aggregation
+        ({"loss_type": "dapo"}, "loss_type"),  # TRL's names are the bridge's (grpo_edu.hf), not the config's
         ({"sampler_dtype": "int8"}, "sampler_dtype"),
         ({"vllm_importance_sampling_mode": "token"}, "vllm_importance_sampling_mode"),
         ({"vllm_importance_sampling_clip_max": 0.0}, "vllm_importance_sampling_clip_max"),
@@ -456,12 +463,47 @@ def test_the_measurements_take_a_frozen_policy(task, tiny_policy):
 
 
 def test_cispo_cap_has_one_default():
-    """GRPOConfig(loss_type="cispo") without eps_high caps the weight where Fn.cispo_loss does (1 + 4 = 5)."""
+    """GRPOConfig(policy_loss="cispo") without eps_high caps the weight where Fn.cispo_loss does (1 + 4 = 5),
+    and calls it with no lower bound; with eps_high the cap is 1 + eps_high."""
     import inspect
 
     from grpo_edu import GRPOConfig
-    from grpo_edu.algorithms.grpo_extras import cispo_eps_high
+    from grpo_edu.algorithms.policy_losses import POLICY_LOSSES
 
     default = inspect.signature(cispo_loss).parameters["eps_high"].default
-    assert cispo_eps_high(GRPOConfig(loss_type="cispo")) == default == 4.0
-    assert cispo_eps_high(GRPOConfig(loss_type="cispo", eps_high=0.28)) == 0.28
+    row = POLICY_LOSSES["cispo"]
+    assert row.clip(GRPOConfig(policy_loss="cispo")) == (None, default) and default == 4.0
+    assert row.clip(GRPOConfig(policy_loss="cispo", eps_high=0.28)) == (None, 0.28)
+    assert POLICY_LOSSES["clip"].clip(GRPOConfig(eps_high=0.28)) == (0.2, 0.28)  # control: PPO's clip keeps eps_low
+
+
+def test_policy_losses_are_one_table_the_loss_reads(task, tiny_policy):
+    """Each row of POLICY_LOSSES names a function of the core; GRPO.loss with policy_loss=name is that
+    function's per-token loss, aggregated by loss_type (CISPO: its token mean), by hand on one batch:
+    the loss equals aggregate_loss(row's function(...)) and differs between the rows."""
+    import grpo_edu.functional as Fn
+    from grpo_edu.algorithms import GRPO, Batch
+    from grpo_edu.algorithms.policy_losses import POLICY_LOSSES
+    from grpo_edu.rollout import generate, policy_logprobs
+
+    assert set(POLICY_LOSSES) == {"clip", "gspo", "cispo"}
+    assert all(callable(getattr(Fn, row.function)) for row in POLICY_LOSSES.values())
+    ro = generate(tiny_policy, task.encode_prompts(task.sample(4, 0)), 4, 3, generator=torch.Generator().manual_seed(0))
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5] * 4)
+    log_ratio = torch.full_like(ro.mask, -0.1)
+    log_ratio[:, 0] = 0.4  # rho = e^0.4 then e^-0.1: PPO clips the first token, GSPO's s_i is their mean
+    old = ro.logprobs - log_ratio * ro.mask
+    idx = torch.arange(ro.batch_size)
+    losses = {}
+    for name, row in POLICY_LOSSES.items():
+        algo = GRPO(group_size=4, beta=0.0, policy_loss=name, eps_low=0.2, eps_high=0.2).setup(tiny_policy, None)
+        batch = Batch(ro, None, None, ro.mask, old, None, adv)
+        loss, stats = algo.loss(batch, idx)
+        logp, _ = policy_logprobs(tiny_policy, batch, idx)
+        eps_low, eps_high = row.clip(algo.config)
+        per_token, _ = getattr(Fn, row.function)(logp, old, adv, eps_low=eps_low, eps_high=eps_high, mask=ro.mask)
+        by_hand = Fn.aggregate_loss(per_token, ro.mask, row.aggregation or "token_mean")
+        assert float(loss.detach()) == pytest.approx(float(by_hand.detach()), rel=1e-6), name
+        assert {"clip_ratio", "ratio_mean", "ratio_std", "advantage_abs_mean"} <= set(stats), name
+        losses[name] = float(loss.detach())
+    assert len({round(v, 6) for v in losses.values()}) == 3, losses  # three objectives, three numbers

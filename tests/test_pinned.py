@@ -48,7 +48,7 @@ RUNS = {  # name -> (algorithm, config overrides, train kwargs)
             "kl_placement": "reward",
             "kl_estimator": "k3",
             "scale_rewards": "none",
-            "loss_type": "dr_grpo",
+            "loss_type": "constant",  # Dr. GRPO's aggregation (TRL's "dr_grpo")
             "eps_high": 0.28,
         },
         {},

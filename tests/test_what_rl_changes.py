@@ -10,6 +10,7 @@ import torch
 
 from grpo_edu import functional as Fn
 from grpo_edu.algorithms import GRPO, GRPOConfig
+from grpo_edu.algorithms.grpo_extras import spurious_rewards
 from grpo_edu.command.cli import main
 from grpo_edu.rollout import expand, generate
 
@@ -21,14 +22,14 @@ A_RIGHT, A_WRONG = math.sqrt(3), -1 / math.sqrt(3)
 
 def test_spurious_rewards_by_hand():
     c = torch.tensor([1.0, 0.0, 1.0, 0.0])
-    assert Fn.spurious_rewards(c, "true").tolist() == [1, 0, 1, 0]
-    assert Fn.spurious_rewards(c, "wrong").tolist() == [0, 1, 0, 1]
+    assert spurious_rewards(c, "true").tolist() == [1, 0, 1, 0]
+    assert spurious_rewards(c, "wrong").tolist() == [0, 1, 0, 1]
     # random: the same draws whatever the answers (independent of correctness) ...
-    draw = lambda x, p=0.5: Fn.spurious_rewards(x, "random", p, torch.Generator().manual_seed(3))  # noqa: E731
+    draw = lambda x, p=0.5: spurious_rewards(x, "random", p, torch.Generator().manual_seed(3))  # noqa: E731
     assert torch.equal(draw(c), draw(1 - c)) and torch.equal(draw(torch.zeros(4)), draw(c))
-    assert not torch.equal(Fn.spurious_rewards(c, "true"), Fn.spurious_rewards(1 - c, "true"))  # control
+    assert not torch.equal(spurious_rewards(c, "true"), spurious_rewards(1 - c, "true"))  # control
     # ... with mean p: 10^4 draws at p = 0.3 (std of the mean 0.0046)
-    many = Fn.spurious_rewards(torch.zeros(10_000), "random", 0.3, torch.Generator().manual_seed(0))
+    many = spurious_rewards(torch.zeros(10_000), "random", 0.3, torch.Generator().manual_seed(0))
     assert set(many.unique().tolist()) == {0.0, 1.0} and abs(many.mean().item() - 0.3) < 0.02
     assert draw(c, 0.0).sum() == 0 and draw(c, 1.0).sum() == 4
 
@@ -46,10 +47,10 @@ def test_signed_advantages_by_hand():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: Fn.spurious_rewards(torch.ones(2), "noise"), "signal must be one of"),
-        (lambda: Fn.spurious_rewards(torch.ones(2), "random", 1.5), r"p must be in \[0.0, 1.0\]"),
-        (lambda: Fn.spurious_rewards(torch.tensor([0.5, 1.0]), "wrong"), "correct must hold only 0 and 1"),
-        (lambda: Fn.spurious_rewards(torch.ones(2, 2)), r"correct must be \[B\]"),
+        (lambda: spurious_rewards(torch.ones(2), "noise"), "signal must be one of"),
+        (lambda: spurious_rewards(torch.ones(2), "random", 1.5), r"p must be in \[0.0, 1.0\]"),
+        (lambda: spurious_rewards(torch.tensor([0.5, 1.0]), "wrong"), "correct must hold only 0 and 1"),
+        (lambda: spurious_rewards(torch.ones(2, 2)), r"correct must be \[B\]"),
         (lambda: Fn.signed_advantages(torch.ones(2), "neg"), "sign must be one of"),
         (lambda: Fn.signed_advantages(torch.ones(2), "both", -0.1), "positive_weight must be in"),
         (lambda: GRPOConfig(reward_signal="noise"), "GRPOConfig.reward_signal must be one of"),

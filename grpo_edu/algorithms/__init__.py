@@ -7,10 +7,14 @@
 
 `grpo_edu.train.update(algo, rollout, scores)` runs one update of the one loop with them.
 Switch algorithm by switching this one object; `make_algorithm("grpo", lr=1e-4)` builds one
-by name. Each file holds its rung whole, written one way: its flat config (every field
-described in the string below it, its allowed range beside the fields), its advantage
-(``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``,
-ppo.py GAE and the clipped surrogate, grpo.py the group advantage and the clipped surrogate.
+by name; ``make_algorithm("grpo", functions={"group_advantages": mine})`` one that calls your
+function in place of the core's. Each file holds its rung whole, written one way: its flat config
+(every field described in the string below it, its allowed range beside the fields), its advantage
+(``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``, ppo.py GAE and the
+clipped surrogate, grpo.py the group advantage and the objective of its row in policy_losses.py
+(PPO's clip, GSPO, CISPO). Beside them: base.py (what the rungs share: the wiring, the range
+checks, the replaced functions), critic.py (the critic V(s_t) and its step), grpo_extras.py and
+sampler.py (GRPO's extras, each used only when its knob is on).
 """
 
 from ..rollout import Batch
@@ -29,11 +33,12 @@ ALGORITHMS = {
 }
 
 
-def make_algorithm(name: str, **config) -> Algorithm:
-    """Build an algorithm by name with config overrides (``make_algorithm("grpo", beta=0)``)."""
+def make_algorithm(name: str, functions: dict | None = None, **config) -> Algorithm:
+    """Build an algorithm by name with config overrides (``make_algorithm("grpo", beta=0)``), and
+    ``functions`` of the functional core replaced for it alone (``functions={"gae": mine}``)."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; choose one of {list(ALGORITHMS)}")
-    return ALGORITHMS[name](**config)
+    return ALGORITHMS[name](functions=functions, **config)
 
 
 __all__ = [

@@ -11,10 +11,13 @@ them, epochs x minibatches of ``loss.backward(); clip; step``, is the one loop i
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict
 
 import torch
+
+from .. import functional
 
 
 def check_range(obj, name, lo=None, hi=None, lo_open=False, choices=None, optional=False):
@@ -52,14 +55,69 @@ def validate(config, **rules) -> None:
 BOOL = dict(choices={True, False})  # the rule of a yes/no field
 
 
+def check_replacements(functions: dict, where: str) -> dict:
+    """``functions`` (name -> replacement of that function of `grpo_edu.functional`), checked: each
+    name is the core's, each replacement callable and able to take every parameter of the original
+    by name (the library calls them with their full signature). A ``ValueError`` naming ``where``
+    and the first fault, before any work."""
+    if not isinstance(functions, dict):
+        raise ValueError(f"{where}: functions must be a dict of name -> function, got {type(functions).__name__}")
+    unknown = [name for name in functions if name not in functional.__all__]
+    if unknown:
+        raise ValueError(f"{where}: {unknown} are not functions of grpo_edu.functional {functional.__all__}")
+    for name, fn in functions.items():
+        if not callable(fn):
+            raise ValueError(f"{where}: {name} must be callable, got {type(fn).__name__}")
+        original = inspect.signature(getattr(functional, name))
+        missing = _missing_parameters(original, fn)
+        if missing:
+            raise ValueError(
+                f"{where}: your {name} has no parameter {', '.join(missing)}; the library calls it as {name}{original}"
+            )
+    return dict(functions)
+
+
+def _missing_parameters(original: inspect.Signature, replacement) -> list[str]:
+    """The parameters of ``original`` that ``replacement`` cannot take by name."""
+    try:
+        params = inspect.signature(replacement).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    takes = {n for n, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+    return [n for n in original.parameters if n not in takes]
+
+
+class Functions:
+    """The functions an algorithm calls, ``self.fn``: each name given to it is the replacement, every
+    other name `grpo_edu.functional`'s, looked up when it is called."""
+
+    def __init__(self, replacements: dict):
+        self.__dict__.update(replacements)
+
+    def __getattr__(self, name):  # a name not replaced: the core's
+        return getattr(functional, name)
+
+    def __repr__(self) -> str:
+        return f"Functions(replacing {sorted(self.__dict__)})"
+
+
 class Algorithm:
     """The wiring every rung shares; a rung writes ``prepare(rollout, scores) -> Batch`` and
-    ``loss(batch, idx) -> (loss, stats)`` (and ``make_critic`` if it learns one)."""
+    ``loss(batch, idx) -> (loss, stats)`` (and ``make_critic`` if it learns one), each calling the
+    functional core through ``self.fn``.
+
+    ``functions`` (name -> function) replaces functions of `grpo_edu.functional` for this algorithm
+    only, e.g. ``GRPO(functions={"group_advantages": mine})``: ``self.fn`` is then a namespace where
+    those names are yours and every other name is the core's; without it ``self.fn`` is
+    `grpo_edu.functional` itself. The replacements travel with the algorithm (the loop's update
+    logs through it too); nothing else in the process sees them."""
 
     name = "algorithm"
     Config = None
 
-    def __init__(self, config=None, **overrides):
+    def __init__(self, config=None, functions: dict | None = None, **overrides):
         if config is None:
             config = self.Config(**overrides)
         elif overrides:
@@ -67,6 +125,8 @@ class Algorithm:
         if not isinstance(config, self.Config):
             raise ValueError(f"{type(self).__name__} needs a {self.Config.__name__}, got {type(config).__name__}")
         self.config = config
+        self.functions = check_replacements(functions or {}, type(self).__name__)
+        self.fn = Functions(self.functions) if self.functions else functional
         self.policy = self.reference = self.critic = self.optimizer = self.scheduler = None
 
     def setup(self, policy, reference=None, generator: torch.Generator | None = None):

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .. import functional as Fn
-from ..functional import LOSS_TYPES
+from ..functional import AGGREGATIONS
 from ..rollout import Batch, policy_logprobs
 from .base import Algorithm, validate
 from .critic import Critic
@@ -70,7 +69,7 @@ class BaselineConfig:
             gamma=dict(lo=0, hi=1),
             group_size=dict(lo=1),
             temperature=dict(lo=0, lo_open=True),
-            loss_type=dict(choices=set(LOSS_TYPES)),
+            loss_type=dict(choices=set(AGGREGATIONS)),
             max_length=dict(lo=1, optional=True),
             entropy_coef=dict(lo=0),
             lr=dict(lo=0, lo_open=True),
@@ -96,10 +95,11 @@ class ReinforceBaseline(Algorithm):
         cfg = self.config
         if cfg.baseline != "critic":
             return None
-        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip)
+        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip, self.fn)
 
     @torch.no_grad()
     def prepare(self, rollout, scores) -> Batch:
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         cfg, mask = self.config, rollout.mask
         returns = Fn.discounted_returns(scores, mask, cfg.gamma)  # G_t = sum_k gamma^k r_{t+k}
         rewards = Fn.masked_sum(scores, mask, dim=1)
@@ -127,10 +127,10 @@ class ReinforceBaseline(Algorithm):
         )
 
     def loss(self, batch: Batch, idx: torch.Tensor):
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         cfg = self.config
         logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi(a_t|s_t)
-        mode = LOSS_TYPES[cfg.loss_type]  # "sequence_mean" | "token_mean" | "constant"
         return Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
-            per_token, batch.mask[idx], mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+            per_token, batch.mask[idx], cfg.loss_type, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
         )

@@ -26,6 +26,7 @@ class Critic:
         init: str = "policy",
         max_grad_norm: float = 1.0,
         value_clip: float | None = None,
+        functions=None,
     ):
         if init == "policy":
             self.model = ValueModel.from_policy(policy)
@@ -33,6 +34,7 @@ class Critic:
             self.model = ValueModel(policy.config).to(policy.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
         self.max_grad_norm, self.value_clip = max_grad_norm, value_clip
+        self.fn = Fn if functions is None else functions  # the algorithm's (its value_loss may be replaced)
 
     @torch.no_grad()
     def values(self, rollout) -> torch.Tensor:
@@ -42,7 +44,7 @@ class Critic:
     def step(self, rollout, returns, mask, old_values=None) -> float:
         """One AdamW step on ``L_V``; returns the loss (before the step)."""
         values = completion_values(self.model, rollout)
-        vloss = Fn.value_loss(
+        vloss = self.fn.value_loss(
             values, returns, mask, old_values if self.value_clip is not None else None, self.value_clip
         )
         if not bool(torch.isfinite(vloss)):

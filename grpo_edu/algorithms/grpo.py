@@ -10,9 +10,9 @@ For each prompt q, sample G completions a_1..a_G from pi_old and score them:
 then several epochs over the batch with pi_old fixed (the loop in ``train.py``), and
 pi_old <- pi_theta. No value model: the G samples of the same prompt are each other's
 baseline. ``prepare`` below is the advantage, ``loss`` the objective, each a few calls into
-`grpo_edu.functional` with its equation beside it. The production extras are elsewhere, each
-called only when its knob is on: a sampler apart (``sampler_dtype``) in sampler.py; GSPO, CISPO
-and DAPO's dynamic sampling in grpo_extras.py.
+`grpo_edu.functional` with its equation beside it; the objective per token is a row of
+`POLICY_LOSSES` (``policy_loss``, policy_losses.py). The other production extras are elsewhere, each called only when its knob is on:
+a sampler apart (``sampler_dtype``) in sampler.py, DAPO's dynamic sampling in grpo_extras.py.
 
 The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .. import functional as Fn
-from ..functional import LOSS_TYPES, SAMPLER_IS_MODES
+from ..functional import AGGREGATIONS, SAMPLER_IS_MODES
 from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
 from .base import BOOL, Algorithm, validate
-from .grpo_extras import dynamic_sampling, other_objective
+from .grpo_extras import dynamic_sampling, spurious_rewards
+from .policy_losses import POLICY_LOSSES
 from .sampler import check_sampler_knobs, sampler_copy, trainer_old_logprobs
 
 
@@ -48,9 +48,9 @@ class GRPOConfig:
     eps_low: float = 0.2
     """Clip range below (TRL epsilon, verl clip_ratio_low)."""
     eps_high: float | None = None
-    """Clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low, cispo 4."""
-    importance_sampling_level: str = "token"
-    """"token": rho per token | "sequence": GSPO's s_i (TRL, same name)."""
+    """Clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low (CISPO: its cap, 4)."""
+    policy_loss: str = "clip"
+    """The objective per token, a key of POLICY_LOSSES: PPO's "clip", GSPO's, CISPO's (verl policy_loss.loss_mode)."""
     # the KL to the reference
     beta: float = 0.04
     """KL coefficient (TRL beta, verl kl_loss_coef)."""
@@ -60,7 +60,7 @@ class GRPOConfig:
     """"k1" | "k2" | "k3"; None: k3 in the loss, k1 in the reward (verl kl_loss_type)."""
     # per-token losses -> one number
     loss_type: str = "token_mean"
-    """token_mean/dapo/bnpo | sequence_mean/grpo | constant/dr_grpo | cispo (TRL names)."""
+    """How per-token losses become one number: "token_mean" | "sequence_mean" | "constant" (verl loss_agg_mode)."""
     max_length: int | None = None
     """The constant of loss_type="constant" (TRL max_completion_length); None: batch's T."""
     mask_truncated_completions: bool = False
@@ -118,11 +118,11 @@ class GRPOConfig:
             leave_one_out=BOOL,
             eps_low=dict(lo=0, lo_open=True, hi=1),
             eps_high=dict(lo=0, lo_open=True, optional=True),
-            importance_sampling_level=dict(choices={"token", "sequence"}),
+            policy_loss=dict(choices=set(POLICY_LOSSES)),
             beta=dict(lo=0),
             kl_placement=dict(choices={"reward", "loss", "none"}),
             kl_estimator=dict(choices={None, "k1", "k2", "k3"}),
-            loss_type=dict(choices={*LOSS_TYPES, "cispo"}),
+            loss_type=dict(choices=set(AGGREGATIONS)),
             max_length=dict(lo=1, optional=True),
             mask_truncated_completions=BOOL,
             entropy_coef=dict(lo=0),
@@ -144,8 +144,9 @@ class GRPOConfig:
             advantage_sign=dict(choices={"both", "negative", "positive"}),
             positive_weight=dict(lo=0),
         )
-        if self.loss_type == "cispo" and self.importance_sampling_level == "sequence":
-            raise ValueError("GRPOConfig.importance_sampling_level='sequence' is not implemented for loss_type='cispo'")
+        own = POLICY_LOSSES[self.policy_loss].aggregation  # an objective whose definition includes its aggregation
+        if own not in (None, self.loss_type):
+            raise ValueError(f"GRPOConfig.loss_type must be {own!r} with policy_loss={self.policy_loss!r}, got {self.loss_type!r}")  # fmt: skip
         if self.reward_signal != "true" and self.beta > 0 and self.kl_placement == "reward":
             raise ValueError(
                 f"GRPOConfig.reward_signal={self.reward_signal!r} needs the 0/1 outcome: kl_placement 'loss' or 'none'"
@@ -179,7 +180,7 @@ class GRPO(Algorithm):
 
     @torch.no_grad()
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
-        cfg, mask = self.config, rollout.mask
+        Fn, cfg, mask = self.fn, self.config, rollout.mask  # Fn: grpo_edu.functional, or this run's replacements
         old, w, stats = rollout.logprobs, None, {}  # log pi_old: the policy sampled the rollout
         if cfg.sampler_dtype is not None:  # a sampler apart: log pi_old by the trainer, w = pi_old / pi_sampler
             old, w, stats = trainer_old_logprobs(self.policy, rollout, cfg)
@@ -189,7 +190,7 @@ class GRPO(Algorithm):
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
         if cfg.reward_signal != "true":  # a reward that ignores correctness: r_i = 1 - c_i | Bernoulli(p)
-            rewards = Fn.spurious_rewards(rewards, cfg.reward_signal, cfg.random_reward_p, self.generator)
+            rewards = spurious_rewards(rewards, cfg.reward_signal, cfg.random_reward_p, self.generator)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
             rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std,
             leave_one_out=cfg.leave_one_out)  # fmt: skip
@@ -201,19 +202,18 @@ class GRPO(Algorithm):
                      ref_logp=ref_logp, advantages=adv, stats=stats, is_weights=w)  # fmt: skip
 
     def loss(self, batch: Batch, idx: torch.Tensor):
-        cfg, mask = self.config, batch.mask[idx]
+        Fn, cfg, mask = self.fn, self.config, batch.mask[idx]
         logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
-        old_logp, adv = batch.old_logp[idx], batch.advantages[idx]
-        if cfg.loss_type == "cispo" or cfg.importance_sampling_level == "sequence":  # CISPO, GSPO: grpo_extras.py
-            per_token, clip_stats = other_objective(cfg, logp, old_logp, adv, mask)
-        else:  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
-            per_token, clip_stats = Fn.clipped_surrogate_loss(logp, old_logp, adv, cfg.eps_low, cfg.eps_high, mask=mask)
+        objective = POLICY_LOSSES[cfg.policy_loss]  # "clip": -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
+        eps_low, eps_high = objective.clip(cfg)
+        per_token, clip_stats = getattr(Fn, objective.function)(
+            logp, batch.old_logp[idx], batch.advantages[idx], eps_low=eps_low, eps_high=eps_high, mask=mask
+        )
         if batch.is_weights is not None:  # a sampler apart (sampler.py): w = pi_old / pi_sampler on each token
             per_token = per_token * batch.is_weights[idx]
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        mode = "token_mean" if cfg.loss_type == "cispo" else LOSS_TYPES[cfg.loss_type]  # CISPO: a token mean
         loss, stats = Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
-            per_token, mask, mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+            per_token, mask, cfg.loss_type, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
         )
         return loss, {**stats, **clip_stats}

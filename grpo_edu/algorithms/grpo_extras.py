@@ -1,28 +1,20 @@
-"""GRPO's production extras, each called by GRPO's main path only when its knob is on.
+"""GRPO's extras that are not an objective, each called by GRPO's main path only when its knob is on.
 
-- ``importance_sampling_level="sequence"`` (GSPO) and ``loss_type="cispo"`` (CISPO): another
-  objective in place of the clipped token ratio (`other_objective`).
 - ``dynamic_sampling=True`` (DAPO): only the groups whose rewards differ are trained on,
   sampled again until there are enough (`dynamic_sampling`).
+- ``reward_signal`` other than "true" (notebook 12): a reward that ignores correctness
+  (`spurious_rewards`).
 
-The fourth, a sampler that is not the trainer (``sampler_dtype``), is sampler.py.
+The objectives (PPO's clip, GSPO, CISPO) are the rows of ``grpo.POLICY_LOSSES``; a sampler that is
+not the trainer (``sampler_dtype``) is sampler.py.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .. import functional as Fn
+from ..functional._checks import _choice, _in_range, _ndim
 from ..rollout import Rollout
-
-
-def other_objective(config, logp, old_logp, adv, mask):
-    """``(per-token loss [b, T], clip stats)`` of CISPO (``loss_type="cispo"``) or else GSPO
-    (``importance_sampling_level="sequence"``), in place of GRPO's clipped token ratio."""
-    if config.loss_type == "cispo":  # -sg[clip(rho, max=1+eps_high)] A log pi_theta (MiniMax-M1), token mean
-        return Fn.cispo_loss(logp, old_logp, adv, cispo_eps_high(config), mask=mask)
-    # GSPO: s_i = exp(mean_t log rho_it), clipped
-    return Fn.gspo_loss(logp, old_logp, adv, mask, config.eps_low, config.eps_high)
 
 
 def informative_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -55,12 +47,25 @@ def dynamic_sampling(sample, group_size: int, max_resample: int):
     return Rollout.concat([r for r, _ in parts]), scores, kept, generated
 
 
-def cispo_eps_high(config) -> float:
-    """CISPO's cap on the weight is 1 + eps_high: ``config.eps_high``, or when it is None the
-    default of `Fn.cispo_loss` (4.0: a cap of 5, ScaleRL's and TRL's recommended epsilon_high),
-    not the clip range eps_low (a cap of 1.2 would clip most of the weights CISPO keeps)."""
-    import inspect
+def spurious_rewards(correct: torch.Tensor, signal: str = "true", p: float = 0.5, generator=None) -> torch.Tensor:
+    """A reward that may ignore correctness (Shao et al. 2025, "Spurious Rewards"), per completion:
 
-    if config.eps_high is not None:
-        return float(config.eps_high)
-    return float(inspect.signature(Fn.cispo_loss).parameters["eps_high"].default)
+        "true":    r_i = c_i                       (the checker: c_i = 1 for a right answer, else 0)
+        "wrong":   r_i = 1 - c_i                   (paid for a wrong answer)
+        "random":  r_i ~ Bernoulli(p), independent of c_i
+
+    correct: [B] of 0/1; ``generator`` draws the random rewards (a seeded ``torch.Generator``).
+    Returns [B] float rewards.
+    """
+    _ndim("correct", correct, 1, "[B] (one 0/1 per completion)")
+    _choice("signal", signal, ("true", "wrong", "random"))
+    _in_range("p", p, 0.0, 1.0)
+    c = correct.float()
+    if bool(((c != 0) & (c != 1)).any()):
+        raise ValueError("correct must hold only 0 and 1")
+    if signal == "true":
+        return c
+    if signal == "wrong":
+        return 1.0 - c
+    u = torch.rand(c.shape, generator=generator, device="cpu" if generator is None else generator.device)
+    return (u.to(c.device) < p).float()

@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .. import functional as Fn
-from ..functional import LOSS_TYPES
+from ..functional import AGGREGATIONS
 from ..rollout import Batch, loss_mask, policy_logprobs, reference_logprobs
 from .base import BOOL, Algorithm, validate
 from .critic import Critic
@@ -52,7 +51,7 @@ class PPOConfig:
     temperature: float = 1.0
     """Sampling temperature of the rollouts (TRL temperature)."""
     loss_type: str = "token_mean"
-    """"token_mean"/"dapo"/"bnpo" | "sequence_mean"/"grpo" | "constant"/"dr_grpo"."""
+    """How per-token losses become one number: "token_mean" | "sequence_mean" | "constant"."""
     max_length: int | None = None
     """The constant of loss_type="constant" (default: the batch's T)."""
     entropy_coef: float = 0.0
@@ -88,7 +87,7 @@ class PPOConfig:
             kl_estimator=dict(choices={None, "k1", "k2", "k3"}),
             group_size=dict(lo=1),
             temperature=dict(lo=0, lo_open=True),
-            loss_type=dict(choices=set(LOSS_TYPES)),
+            loss_type=dict(choices=set(AGGREGATIONS)),
             max_length=dict(lo=1, optional=True),
             entropy_coef=dict(lo=0),
             mask_truncated_completions=BOOL,
@@ -113,10 +112,11 @@ class PPO(Algorithm):
 
     def make_critic(self, policy):
         cfg = self.config
-        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip)
+        return Critic(policy, cfg.critic_lr, cfg.critic_init, cfg.max_grad_norm, cfg.value_clip, self.fn)
 
     @torch.no_grad()
     def prepare(self, rollout, scores) -> Batch:
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         cfg, mask = self.config, rollout.mask
         trained = loss_mask(rollout, cfg.mask_truncated_completions)  # minus truncated rows, if asked
         ref_logp = reference_logprobs(self.reference, rollout, cfg.beta, cfg.kl_placement)  # log pi_ref, beta > 0
@@ -144,6 +144,7 @@ class PPO(Algorithm):
         )
 
     def loss(self, batch: Batch, idx: torch.Tensor):
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         cfg, mask = self.config, batch.mask[idx]
         logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         per_token, clip_stats = Fn.clipped_surrogate_loss(  # -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
@@ -151,8 +152,7 @@ class PPO(Algorithm):
         )
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * KL_t in the loss instead of the reward
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
-        mode = LOSS_TYPES[cfg.loss_type]  # "sequence_mean" | "token_mean" | "constant"
         loss, stats = Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
-            per_token, mask, mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+            per_token, mask, cfg.loss_type, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
         )
         return loss, {**stats, **clip_stats}

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .. import functional as Fn
-from ..functional import LOSS_TYPES
+from ..functional import AGGREGATIONS
 from ..rollout import Batch, policy_logprobs
 from .base import Algorithm, validate
 
@@ -54,7 +53,7 @@ class ReinforceConfig:
             gamma=dict(lo=0, hi=1),
             group_size=dict(lo=1),
             temperature=dict(lo=0, lo_open=True),
-            loss_type=dict(choices=set(LOSS_TYPES)),
+            loss_type=dict(choices=set(AGGREGATIONS)),
             max_length=dict(lo=1, optional=True),
             entropy_coef=dict(lo=0),
             lr=dict(lo=0, lo_open=True),
@@ -74,6 +73,7 @@ class Reinforce(Algorithm):
 
     @torch.no_grad()
     def prepare(self, rollout, scores) -> Batch:
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         mask = rollout.mask
         returns = Fn.discounted_returns(scores, mask, self.config.gamma)  # G_t = sum_k gamma^k r_{t+k}
         rewards = Fn.masked_sum(scores, mask, dim=1)
@@ -82,10 +82,10 @@ class Reinforce(Algorithm):
         )  # A_t = G_t
 
     def loss(self, batch: Batch, idx: torch.Tensor):
+        Fn = self.fn  # grpo_edu.functional, or the replacements this algorithm was given
         cfg = self.config
         logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         per_token = Fn.policy_gradient_loss(logp, batch.advantages[idx])  # -A_t log pi(a_t|s_t)
-        mode = LOSS_TYPES[cfg.loss_type]  # "sequence_mean" | "token_mean" | "constant"
         return Fn.regularized_loss(  # agg(L_t) - entropy_coef * H
-            per_token, batch.mask[idx], mode, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
+            per_token, batch.mask[idx], cfg.loss_type, cfg.max_length, logits, batch.rollout.mask[idx], cfg.entropy_coef
         )

@@ -157,6 +157,7 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
     )
     c.add_argument("--config", default=None, metavar="FILE", help=CONFIG_HELP)
     add_config_flags(c, {a: ALGORITHMS[a].Config for a in ALGORITHMS}, reserved=[a.dest for a in c._actions])
+    _trl_only_flags(c)
     t = verb(
         "train",
         "one training run from the reference, its learning curve",
@@ -176,6 +177,8 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         "TensorBoard events with tensorboard installed",
     )
     add_config_flags(t, {algo: ALGORITHMS[algo].Config}, reserved=[a.dest for a in t._actions])
+    if algo == "grpo":
+        _trl_only_flags(t)
     s_ = sub.add_parser(
         "sample",
         formatter_class=_VerbHelp,
@@ -566,6 +569,16 @@ def _read_config(argv) -> tuple[str, dict, str | None]:
     return algo, values, known.config
 
 
+def _trl_only_flags(parser) -> None:
+    """TRL's names that are no field of ours, still taken (grpo_edu.hf.names.from_trl translates them)."""
+    from ..hf.names import TRL_ONLY_FIELDS
+
+    for name in TRL_ONLY_FIELDS:
+        parser.add_argument(
+            f"--{name}", default=argparse.SUPPRESS, metavar="STR", help="TRL's name, for GRPO's --policy_loss"
+        )
+
+
 def _file_defaults(cmd, verb_parser, values: dict, path: str) -> None:
     """The config file's keys become the verb's defaults (so a flag given too beats them), each
     checked as its flag is: an unknown key or a wrong value is one line naming it."""
@@ -584,8 +597,8 @@ def _file_defaults(cmd, verb_parser, values: dict, path: str) -> None:
             _unknown(cmd, f"key {where}", key, [n for n, a in actions.items() if a.option_strings])
         a = actions[key]
         try:
-            if a.default is argparse.SUPPRESS:  # a config field
-                out[key] = parse_value(where, fields_[key], value)
+            if a.default is argparse.SUPPRESS:  # a config field (or TRL's name of one: kept as given)
+                out[key] = parse_value(where, fields_[key], value) if key in fields_ else value
                 continue
             if a.nargs == 0:  # a switch (--quiet)
                 if not isinstance(value, bool):
@@ -618,6 +631,7 @@ def _build_configs(args) -> None:
     from dataclasses import fields
 
     from ..algorithms import ALGORITHMS
+    from ..hf.names import TRL_ONLY_FIELDS, from_trl
     from .config_io import parse_value
 
     algos = [args.algo] if args.cmd == "train" else list(ALGORITHMS)
@@ -627,7 +641,8 @@ def _build_configs(args) -> None:
             cls = ALGORITHMS[name].Config
             given = [f for f in fields(cls) if hasattr(args, f.name)]
             args.overrides[name] = {f.name: parse_value(f"--{f.name}", f, getattr(args, f.name)) for f in given}
-            args.configs[name] = cls(**args.overrides[name])
+            trl = {k: getattr(args, k) for k in TRL_ONLY_FIELDS if hasattr(args, k) and name == "grpo"}
+            args.configs[name] = cls(**from_trl(cls, {**args.overrides[name], **trl}))  # TRL's names made ours
     except (ValueError, TypeError) as exc:  # a wrong type (parse_value), out of range (__post_init__)
         _fail(args, str(exc))
 

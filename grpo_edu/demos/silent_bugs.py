@@ -2,12 +2,14 @@
 
 Most GRPO runs that fail do not crash: they learn a little, or not at all, and the logs look
 plausible. Each `Bug` below is one such mistake, of the kind reported again and again on the public
-trackers (TRL, verl, OpenRLHF, open-r1), injected WITHOUT a second training loop: through
-`grpo_edu.plug` (a function of the functional core replaced for the run), a config override, or a
-task override. `run_bugged` trains GRPO with `grpo_edu.train` and one bug in; `signatures` runs the
-healthy run and each bugged run from the same reference and seeds, for notebook 11's table.
+trackers (TRL, verl, OpenRLHF, open-r1), injected WITHOUT a second training loop, into the one
+GRPO object the run trains (`make_bugged`): functions of the functional core it calls in place of
+the library's (``make_algorithm("grpo", functions=...)``), a config override, an attribute of each
+rollout as its trainer reads it, or a task override. `run_bugged` trains that GRPO with
+`grpo_edu.train`; `signatures` runs the healthy run and each bugged run from the same reference and
+seeds, for notebook 11's table. Nothing outside the bugged algorithm (and the task copy) changes.
 
-    from grpo_edu.demos.silent_bugs import BUGS, BUG_NAMES, run_bugged
+    from grpo_edu.demos.silent_bugs import BUGS, BUG_NAMES, make_bugged, run_bugged
     preset = get_preset("cpu", world="spread")                  # prompts that differ, as in LLM training
     reference = reference_policy(preset)
     h = run_bugged("ratio_always_one", reference, preset)      # a History, config["bug"] names it
@@ -17,17 +19,16 @@ The default budget is 30 steps of 256 completions (a few seconds a run on one qu
 prints its time). At seed 0 the healthy run's held-out accuracy rose from the "spread" world's reference
 (notebook 11 prints 0.34 -> 0.53); at other seeds it rose less, and at some not within the run.
 
-Every run (the healthy one too) also logs three measurements the library's loss does not:
+The loss's own stats carry what several bugs move (`grpo_edu.functional.clipped_surrogate_loss`):
 ``ratio_std`` (the spread of rho = pi_theta / pi_old over the loss's tokens), ``advantage_abs_max``
 and ``advantage_abs_mean`` (of the advantages the loss receives), averaged over the step's
-optimizer updates like the loss's own stats. They are taken from the inputs of
-``clipped_surrogate_loss``, inside any bug plugged there, so they show what the loss saw.
+optimizer updates; a bug that replaces the loss wraps the library's, so they show what it saw.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -35,12 +36,11 @@ import numpy as np
 import torch
 
 from .. import functional as Fn
-from .. import plug
-from ..algorithms import make_algorithm
+from ..algorithms import GRPO
 from ..progress import progress_bar
 from ..train import History, train
 
-__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "injected", "run_bugged", "signatures", "summary"]
+__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "make_bugged", "run_bugged", "signatures", "summary"]
 
 TRAINER_TEMPERATURE = 0.7  # temperature_mismatch: the trainer's log-probs at 0.7, the sampler at the config's 1.0
 SHORT_LIMIT = 2  # answers_cut: tokens a completion may have (a 2-digit sum and <eos> need 3)
@@ -61,15 +61,17 @@ class Bug:
     """The metric it moves, in words (measured in tests/test_silent_bugs.py and notebook 11)."""
     injection: str
     """How run_bugged injects it, in words."""
-    plugs: dict = field(default_factory=dict)
-    """functional name -> factory(inner) -> replacement; ``inner`` is the function to wrap."""
+    functions: dict = field(default_factory=dict)
+    """functional name -> factory(inner) -> the replacement the bugged GRPO calls; ``inner`` is the library's."""
     config: dict = field(default_factory=dict)
     """GRPOConfig overrides."""
+    rollout: dict = field(default_factory=dict)
+    """Attributes of each training rollout as the trainer reads it (the sampler sampled with its own)."""
     task: dict = field(default_factory=dict)
     """Attributes of the task overridden on a copy of it (e.g. ``max_answer_length``)."""
 
 
-# -------------------------------------------------------------------- the bugs, as plug factories
+# ------------------------------------------- the bugs, as replacements of the library's functions
 
 
 def _misaligned_groups(inner):
@@ -130,15 +132,6 @@ def _k3_naive(inner):
     return kl_estimate
 
 
-def _trainer_temperature(inner):
-    """The trainer's log-probs at TRAINER_TEMPERATURE while the sampler used the config's."""
-
-    def token_logprobs(logits, tokens, temperature=1.0):
-        return inner(logits, tokens, TRAINER_TEMPERATURE)
-
-    return token_logprobs
-
-
 def _loss_over_padding(inner):
     """The loss (and the logged entropy) aggregated over every position, padding after <eos> too."""
 
@@ -159,8 +152,8 @@ BUGS: dict[str, Bug] = {
             "when they are interleaved, so each 'group' mixes prompts",
             "frac_reward_zero_std falls where prompts differ (mixed groups tie less often than a prompt's own); "
             "expected to move little where every prompt is about as hard (the default world: not measured here)",
-            "plug group_advantages: rows j, j+n, j+2n, ... form a group (n = B / G)",
-            plugs={"group_advantages": _misaligned_groups},
+            "group_advantages replaced: rows j, j+n, j+2n, ... form a group (n = B / G)",
+            functions={"group_advantages": _misaligned_groups},
         ),
         Bug(
             "ratio_always_one",
@@ -170,8 +163,8 @@ BUGS: dict[str, Bug] = {
             "clip_ratio exactly 0 and the ratio's spread (ratio_std) exactly 0 at every step (with several updates "
             "per batch, in a trainer whose sampler's log-probs differ from the trainer's by rounding); "
             "the held-out accuracy fell in notebook 11's runs",
-            "plug clipped_surrogate_loss: old_logp replaced by logp.detach()",
-            plugs={"clipped_surrogate_loss": _old_is_current},
+            "clipped_surrogate_loss replaced: old_logp replaced by logp.detach()",
+            functions={"clipped_surrogate_loss": _old_is_current},
         ),
         Bug(
             "reference_is_policy",
@@ -179,16 +172,16 @@ BUGS: dict[str, Bug] = {
             "TRL / verl / OpenRLHF reports of 'kl is 0 for the whole run' (a ref model not loaded, or sharing "
             "the policy's weights)",
             "kl exactly 0 at every step, while the policy moves; no KL brake",
-            "plug kl_estimate: ref_logp replaced by logp.detach()",
-            plugs={"kl_estimate": _reference_is_policy},
+            "kl_estimate replaced: ref_logp replaced by logp.detach()",
+            functions={"kl_estimate": _reference_is_policy},
         ),
         Bug(
             "kl_sign_flipped",
             "the KL term with its sign flipped: a bonus for drifting from the reference instead of a penalty",
             "TRL / verl / open-r1 threads on 'negative KL' and on the sign of the KL term in the loss or reward",
             "the logged kl is negative and its size grows faster than the healthy run's",
-            "plug kl_estimate: returns minus the estimate (in the loss and in the log)",
-            plugs={"kl_estimate": _kl_sign_flipped},
+            "kl_estimate replaced: returns minus the estimate (in the loss and in the log)",
+            functions={"kl_estimate": _kl_sign_flipped},
         ),
         Bug(
             "k3_naive_float32",
@@ -197,8 +190,8 @@ BUGS: dict[str, Bug] = {
             "verl / TRL discussions of the k3 estimator's numerics (low_var_kl clamps, float32 log-ratios)",
             "the logged kl at the first step (policy = reference): ~1e-9 instead of ~1e-14; after it the runs differ "
             "from the healthy ones as two runs that differ by float rounding do",
-            "plug kl_estimate: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
-            plugs={"kl_estimate": _k3_naive},
+            "kl_estimate replaced: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
+            functions={"kl_estimate": _k3_naive},
         ),
         Bug(
             "std_floor_too_small",
@@ -216,8 +209,8 @@ BUGS: dict[str, Bug] = {
             "confusions, masks built from attention masks)",
             "the logged entropy drops (it averages the padding's positions too) and so does grad_norm; "
             "with Adam the updates barely change",
-            "plug regularized_loss: mask and entropy_mask replaced by ones",
-            plugs={"regularized_loss": _loss_over_padding},
+            "regularized_loss replaced: mask and entropy_mask replaced by ones",
+            functions={"regularized_loss": _loss_over_padding},
         ),
         Bug(
             "answers_cut",
@@ -235,8 +228,9 @@ BUGS: dict[str, Bug] = {
             "TRL / verl / OpenRLHF reports of logits not divided by the sampling temperature in the trainer "
             "(vLLM samples at T, the loss recomputes at 1)",
             "kl > 0 at the first step (policy = reference), the ratio's spread and grad_norm larger",
-            f"plug token_logprobs: the trainer's at temperature {TRAINER_TEMPERATURE}, the sampler's 1.0",
-            plugs={"token_logprobs": _trainer_temperature},
+            f"the trainer reads each rollout as sampled at temperature {TRAINER_TEMPERATURE} (its log-probs and "
+            "the reference's); the sampler sampled at 1.0",
+            rollout={"temperature": TRAINER_TEMPERATURE},
         ),
         Bug(
             "lr_past_collapse",
@@ -276,48 +270,32 @@ def _bug(bug) -> Bug | None:
     return BUGS[bug]
 
 
-# ------------------------------------------------------------ the measurements every run logs
+# ------------------------------------------------------------ the bugged algorithm
 
 
-def _measured(inner):
-    """``clipped_surrogate_loss`` that also reports the ratio's spread and the advantages' size."""
+class BuggedGRPO(GRPO):
+    """GRPO whose trainer reads each rollout it collects with ``rollout_attributes`` changed."""
 
-    def clipped_surrogate_loss(logp, old_logp, advantages, eps_low=0.2, eps_high=None, mask=None):
-        loss, stats = inner(logp, old_logp, advantages, eps_low, eps_high, mask)
-        with torch.no_grad():
-            m = torch.ones_like(logp) if mask is None else mask.to(logp.dtype)
-            rho = torch.exp(logp - old_logp)[m.bool()]
-            a = advantages.abs()
-            a = a if a.dim() == 1 else (a * m).sum(-1) / m.sum(-1).clamp(min=1)
-            stats = {
-                **stats,
-                "ratio_std": float(rho.std(correction=0)) if rho.numel() else 0.0,
-                "advantage_abs_max": float(a.max()) if a.numel() else 0.0,
-                "advantage_abs_mean": float(a.mean()) if a.numel() else 0.0,
-            }
-        return loss, stats
+    def __init__(self, config=None, functions=None, rollout_attributes=None, **overrides):
+        super().__init__(config, functions, **overrides)
+        self.rollout_attributes = dict(rollout_attributes or {})
 
-    return clipped_surrogate_loss
+    def collect(self, sample):
+        rollout, scores, problems, generated = super().collect(sample)
+        return dataclasses.replace(rollout, **self.rollout_attributes), scores, problems, generated
 
 
-@contextlib.contextmanager
-def injected(bug):
-    """The bug's plugs in place for the ``with`` block, nothing else (no measurement, no config: the
-    bug's ``config`` and ``task`` are for the caller to apply). For a look at one batch, e.g.
-    ``with injected("group_misaligned"): batch = algorithm.prepare(rollout, scores)``."""
+def make_bugged(bug, **config) -> GRPO:
+    """The GRPO a run trains with ``bug`` in (``"healthy"`` or None: a plain one): GRPOConfig overrides
+    (``config`` first, the bug's on top), the functions it replaces (each wrapping the library's) and
+    the rollout attributes its trainer reads. For a look at one batch, e.g.
+    ``make_bugged("group_misaligned").setup(policy, reference).prepare(rollout, scores)``."""
     b = _bug(bug)
-    with plug(**({name: make(getattr(Fn, name)) for name, make in b.plugs.items()} if b else {})):
-        yield b
-
-
-def _plugs(bug: Bug | None) -> dict:
-    factories = dict(bug.plugs) if bug is not None else {}
-    out = {name: make(getattr(Fn, name)) for name, make in factories.items() if name != "clipped_surrogate_loss"}
-    # the measurement is taken inside a bug plugged into the loss (it sees the bug's old_logp)
-    inner = _measured(Fn.clipped_surrogate_loss)
-    make = factories.get("clipped_surrogate_loss")
-    out["clipped_surrogate_loss"] = make(inner) if make is not None else inner
-    return out
+    config = {**config, **(b.config if b else {})}
+    functions = {name: make(getattr(Fn, name)) for name, make in b.functions.items()} if b else {}
+    if b is not None and b.rollout:
+        return BuggedGRPO(functions=functions, rollout_attributes=b.rollout, **config)
+    return GRPO(functions=functions, **config)
 
 
 def _task_for(bug: Bug | None, task):
@@ -345,9 +323,8 @@ def run_bugged(
 ) -> History:
     """GRPO from ``reference`` with one silent bug injected (``"healthy"`` or None: none), a `History`.
 
-    The library's own ``grpo_edu.train`` runs: the bug goes in through ``grpo_edu.plug`` (removed
-    when the run ends, also when it raises), GRPOConfig overrides (``config`` here first, the bug's
-    on top) or a copy of ``task`` (default ``make_task(preset)``) with the bug's attributes. The
+    The library's own ``grpo_edu.train`` runs `make_bugged`'s algorithm (``config`` goes to it) on
+    ``task`` (default ``make_task(preset)``), or on a copy of it with the bug's attributes. The
     History's config records ``"bug"``. ``seed`` is the RL seed (a caller adds the seed shift).
     """
     b = _bug(bug)
@@ -358,21 +335,19 @@ def run_bugged(
         from ..warmstart.presets import make_task
 
         task = make_task(preset)
-    algorithm = make_algorithm("grpo", **{**config, **(b.config if b else {})})
     name = b.name if b else "healthy"
-    with plug(**_plugs(b)):
-        h = train(
-            algorithm,
-            task=_task_for(b, task),
-            reference=reference,
-            preset=preset,
-            steps=steps,
-            sequences_per_step=sequences_per_step,
-            seed=seed,
-            eval_every=eval_every,
-            progress=progress,
-            name=name,
-        )
+    h = train(
+        make_bugged(b, **config),
+        task=_task_for(b, task),
+        reference=reference,
+        preset=preset,
+        steps=steps,
+        sequences_per_step=sequences_per_step,
+        seed=seed,
+        eval_every=eval_every,
+        progress=progress,
+        name=name,
+    )
     h.config["bug"] = name
     return h
 

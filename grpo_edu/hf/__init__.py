@@ -23,7 +23,9 @@ reads ``lm_head.bias``, trains it as is, but a serving engine such as vLLM knows
 plain architecture: export with ``head_bias=False`` for that.
 
 The package, one concern per module: `export` (the model and tokenizer), `data` (dataset
-and reward), `knobs` (the config map), `trainer` (GRPOTrainer runs), `bench` (speed).
+and reward), `names` (TRL's loss names and the one translation to grpo_edu's knobs), `knobs` (the
+config map), `trainer` (GRPOTrainer runs), `launch` (several processes), `rank_parity` (N ranks
+against one), `bench` (speed), `_common` (the optional imports).
 """
 
 from ._common import INSTALL, MissingExtraError, missing_extra, quiet, require_extra
@@ -31,12 +33,13 @@ from .bench import bench_trl, format_bench_trl
 from .data import reward_fn, task_dataset
 from .export import from_hf, hf_tokenizer, to_hf
 from .knobs import KNOB_MAP, NO_COUNTERPART, NoCounterpart, format_knob_map, trl_config
+from .names import TRL_LOSS_TYPES, from_trl
 from .trainer import make_trainer, train_trl
 
 __all__ = [
     "INSTALL", "KNOB_MAP", "MissingExtraError", "NO_COUNTERPART", "NoCounterpart", "bench_trl", "format_bench_trl",
     "format_knob_map", "from_hf", "hf_tokenizer", "make_trainer", "missing_extra", "quiet", "require_extra",
-    "reward_fn", "task_dataset", "to_hf", "train_trl", "trl_config",
+    "reward_fn", "task_dataset", "to_hf", "train_trl", "trl_config", "TRL_LOSS_TYPES", "from_trl",
 ]  # fmt: skip
 
 

@@ -7,7 +7,9 @@ import os
 import tempfile
 from dataclasses import fields
 
+from ..algorithms.policy_losses import POLICY_LOSSES
 from ._common import _require
+from .names import TRL_LOSS_TYPES, to_trl
 
 
 class NoCounterpart(ValueError):
@@ -49,25 +51,28 @@ def _adv_eps(c, approx):
     _no("adv_eps", f"{c.adv_eps} has no TRL counterpart (TRL divides by std + 1e-4)")
 
 
-def _loss_type(c, approx):
-    from ..functional import LOSS_TYPES
-
-    if c.loss_type == "cispo":
-        if c.minibatches > 1 and "loss_type" not in approx:
-            _no(
-                "loss_type",
-                "'cispo' with minibatches > 1: TRL's cispo divides each minibatch by the generation batch's "
-                "tokens / steps_per_generation, ours by its own tokens; pass approximate={'loss_type'} to accept",
-            )
-        return {"loss_type": "cispo"}
-    mode = LOSS_TYPES[c.loss_type]
-    if mode == "constant" and c.max_length is None and "max_length" not in approx:
+def _loss(c, approx) -> dict:
+    """TRL's loss_type, importance_sampling_level and epsilon_high of our policy_loss and loss_type (names.py)."""
+    name, row, level = to_trl(c)
+    if name is None:
+        _no("loss_type", f"{c.loss_type!r} with policy_loss={c.policy_loss!r} has no TRL loss_type")
+    if row.generation_batch and c.minibatches > 1 and "loss_type" not in approx:
+        _no(
+            "loss_type",
+            f"TRL's {name!r} with minibatches > 1 divides each minibatch by the generation batch's tokens / "
+            "steps_per_generation, ours by its own tokens; pass approximate={'loss_type'} to accept",
+        )
+    if c.loss_type == "constant" and c.max_length is None and "max_length" not in approx:
         _no(
             "max_length",
             "None with loss_type='constant' divides by each batch's longest completion; TRL's "
             "dr_grpo divides by max_completion_length: set max_length",
         )
-    return {"loss_type": {"sequence_mean": "grpo", "token_mean": "bnpo", "constant": "dr_grpo"}[mode]}
+    _, eps_high = POLICY_LOSSES[c.policy_loss].clip(c)
+    if row.cap:  # TRL's epsilon_high is the cap on the weight itself
+        eps_high = 1.0 + eps_high
+    high = None if eps_high is None else float(eps_high)
+    return {"loss_type": name, "importance_sampling_level": level, "epsilon_high": high}
 
 
 def _warmup(c, approx):
@@ -95,14 +100,6 @@ def _leave_one_out(c, approx):
     if c.leave_one_out:
         _no("leave_one_out", "True (the RLOO baseline) has no GRPOTrainer counterpart (TRL has a separate RLOOTrainer)")
     return {}
-
-
-def _eps_high(c, approx):
-    if c.loss_type == "cispo":  # TRL's epsilon_high is CISPO's cap on the ratio itself
-        from ..algorithms.grpo_extras import cispo_eps_high
-
-        return {"epsilon_high": 1.0 + cispo_eps_high(c)}
-    return {"epsilon_high": None if c.eps_high is None else float(c.eps_high)}
 
 
 def _sampler(c, approx):
@@ -152,15 +149,16 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     (
         "eps_high",
         "epsilon_high",
-        "upper clip range; None = eps_low; > eps_low is clip-higher (DAPO); with loss_type='cispo' "
-        "the weight's cap is 1 + eps_high, TRL's epsilon_high the cap itself: mapped to 1 + eps_high",
-        _eps_high,
+        "upper clip range; None = eps_low; > eps_low is clip-higher (DAPO); where TRL's epsilon_high "
+        "is the cap on the weight itself (names.TRL_LOSS_TYPES), mapped to 1 + eps_high",
+        lambda c, a: {},  # with loss_type (_loss)
     ),
     (
-        "importance_sampling_level",
-        "importance_sampling_level",
-        "'token' | 'sequence' (GSPO), same names",
-        lambda c, a: {"importance_sampling_level": c.importance_sampling_level},
+        "policy_loss",
+        "loss_type / importance_sampling_level",
+        "the objective per token: 'clip' is TRL's default; 'gspo' is importance_sampling_level='sequence'; "
+        "another is TRL's loss_type of the same name (names.TRL_LOSS_TYPES)",
+        lambda c, a: {},  # with loss_type (_loss)
     ),
     ("beta", "beta", "KL coefficient (with kl_placement='loss'; 0 loads no reference model in TRL)", lambda c, a: {}),
     (
@@ -182,10 +180,10 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     (
         "loss_type",
         "loss_type",
-        "sequence_mean/grpo -> 'grpo'; token_mean/dapo/bnpo -> 'bnpo' (mean over "
-        "the minibatch's tokens; TRL's 'dapo' divides by the generation batch's tokens / steps_per_generation); "
-        "constant/dr_grpo -> 'dr_grpo'; cispo -> 'cispo' (one minibatch: TRL's normaliser is the generation batch's)",
-        _loss_type,
+        "with policy_loss, TRL's loss_type (names.TRL_LOSS_TYPES): sequence_mean -> 'grpo'; token_mean -> 'bnpo' "
+        "(mean over the minibatch's tokens; TRL's 'dapo' divides by the generation batch's tokens / "
+        "steps_per_generation); constant -> 'dr_grpo'",
+        _loss,
     ),
     (
         "max_length",
@@ -259,10 +257,13 @@ NO_COUNTERPART = (
     ("grpo_edu", "pi_old = the sampler's log-probs", "TRL recomputes them with a forward pass when mu > 1"),
     ("grpo_edu", "rollout.prompt_sharing (on)", "each prompt run once for its G rows (same numbers, less compute)"),
     ("TRL", "use_bias_correction_kl=True (default)", "KL term times the ratio: a different KL gradient"),
-    ("TRL", "loss_type='dapo' with minibatches > 1", "normalises by the whole generation batch's tokens"),
     ("grpo_edu", "sampler_dtype='bfloat16'/'float16'", "the policy cast to it samples (TRL: a vLLM engine)"),
-    ("TRL", "loss_type='cispo' with minibatches > 1", "normalises by the whole generation batch's tokens"),
-    ("TRL", "loss_type='cispo' with importance_sampling_level='sequence'", "a sequence weight in CISPO"),
+    *(
+        ("TRL", f"loss_type={name!r} with minibatches > 1", "normalises by the whole generation batch's tokens")
+        for name, row in TRL_LOSS_TYPES.items()
+        if row.generation_batch
+    ),
+    ("TRL", "importance_sampling_level='sequence' with another objective's loss_type", "a sequence weight in it"),
     ("TRL", "loss_type sapo / luspo / vespo", "other surrogates"),
     ("TRL", "delta", "two-sided clipping of the ratio (INTELLECT-2)"),
     ("TRL", "top_entropy_quantile", "train only on high-entropy tokens"),

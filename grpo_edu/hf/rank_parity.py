@@ -20,10 +20,11 @@ from __future__ import annotations
 import torch
 
 from ._common import _require, quiet
+from .names import TRL_LOSS_TYPES, from_trl
 
-PARITY_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
-"""TRL loss types whose N-rank update `injected_update` compares with one process's (the map of
-every loss type to its aggregation is `grpo_edu.functional.LOSS_TYPES`)."""
+PARITY_LOSS_TYPES = tuple(name for name, row in TRL_LOSS_TYPES.items() if row.policy_loss == "clip")
+"""TRL loss types whose N-rank update `injected_update` compares with one process's: those of PPO's
+clip, one per aggregation ("grpo", "bnpo", "dr_grpo", "dapo"; their rows: `names.TRL_LOSS_TYPES`)."""
 LOSS_TYPES = PARITY_LOSS_TYPES  # the name notebook 06 imports
 
 
@@ -60,15 +61,14 @@ def injected_update(
     from .data import _problem_from_prompt
     from .trainer import rank_trainer
 
-    ours = {"grpo": "grpo", "bnpo": "token_mean", "dr_grpo": "dr_grpo", "dapo": "token_mean"}[loss_type]
     cfg = GRPOConfig(
+        **from_trl(GRPOConfig, {"loss_type": loss_type}),  # our loss_type of TRL's
         unbiased_std=True,
         group_size=group_size,
         epochs=1,
         minibatches=1,
         beta=0.0,
         max_grad_norm=1e9,
-        loss_type=ours,
         max_length=task.max_answer_length,
     )
     rec: dict = {"loss": [], "tokens": []}
