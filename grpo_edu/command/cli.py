@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
 COMPARE_SECONDS = 30.0  # compare --budget seconds without --seconds
+VERB_NAMES = ("compare", "train", "sample", "reference", "bench", "sweep", "variance", "ablate", "trl-launch", "regimes",
+              "check-notebooks")  # the order --help lists them; _parser declares each  # fmt: skip
 CONFIG_VERBS = ("train", "compare")  # the verbs with every config field as a flag, and --config
 CONFIG_HELP = "a .toml, .yaml or .json file of flag = value (the flags' names; a flag given too beats it)"
 
@@ -62,6 +65,20 @@ def _list(kind):
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose every error is one line, ``grpo-edu VERB: error: ...``, as the verbs'
+    own errors are (argparse prints the usage above it: for train and compare, 22 lines of flags;
+    ``grpo-edu VERB --help`` shows it)."""
+
+    def error(self, message):
+        _error_line(self.prog, message)
+
+
+def _error_line(prog: str, message: str):
+    sys.stderr.write(f"{prog}: error: {' '.join(message.split())}\n")
+    raise SystemExit(2)
+
+
 class _VerbHelp(argparse.ArgumentDefaultsHelpFormatter):
     """A flag's help ends with its default once: not where the help already says it
     ("default: the preset's"), nor for a default of None or a switch's False."""
@@ -82,18 +99,21 @@ class _TopHelp(argparse.RawDescriptionHelpFormatter):
         return text.split("\n", 1)[1] if action.nargs == argparse.PARSER else text
 
 
-def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
+def _parser(algo: str = "grpo", only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's flags, declared in one place in the order ``--help`` lists them (long
-    because there are eight verbs; each block is a flat list of ``add_argument`` calls). ``train``
-    also takes every field of ``algo``'s config, ``compare`` every field of the four (config_io.py)."""
+    because there are eleven verbs; each block is a flat list of ``add_argument`` calls). ``train``
+    also takes every field of ``algo``'s config, ``compare`` every field of the four (config_io.py).
+    ``only``: the verb the command line names, the one whose config fields and regime names are read
+    (the others keep their own flags; None: every verb whole, as a test or ``--help`` of all reads them)."""
     from ..algorithms import ALGORITHMS
     from .config_io import add_config_flags
 
-    parser = argparse.ArgumentParser(
+    def whole(name):
+        return only is None or only == name
+
+    parser = _Parser(
         prog="grpo-edu",
         description="Train, compare and measure REINFORCE, baseline, PPO and GRPO from a shell.",
-        epilog="Every verb takes --preset cpu|gpu|auto, --seed and --quiet;\n"
-        "grpo-edu VERB --help lists the rest, with their defaults.",
         formatter_class=_TopHelp,
     )
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="VERB", title="verbs")
@@ -156,7 +176,8 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         help="also PPO/GRPO memory from 0.1M to 25M parameters (figure memory_ratio.png; ~20 s)",
     )
     c.add_argument("--config", default=None, metavar="FILE", help=CONFIG_HELP)
-    add_config_flags(c, {a: ALGORITHMS[a].Config for a in ALGORITHMS}, reserved=[a.dest for a in c._actions])
+    if whole("compare"):
+        add_config_flags(c, {a: ALGORITHMS[a].Config for a in ALGORITHMS}, reserved=[a.dest for a in c._actions])
     _trl_only_flags(c)
     t = verb(
         "train",
@@ -176,7 +197,8 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         help="keep the run in DIR (its files replaced): config.toml, metrics.jsonl, evals.jsonl, policy.pt, "
         "TensorBoard events with tensorboard installed",
     )
-    add_config_flags(t, {algo: ALGORITHMS[algo].Config}, reserved=[a.dest for a in t._actions])
+    if whole("train"):
+        add_config_flags(t, {algo: ALGORITHMS[algo].Config}, reserved=[a.dest for a in t._actions])
     if algo == "grpo":
         _trl_only_flags(t)
     s_ = sub.add_parser(
@@ -187,12 +209,15 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         "prompt, the answer, whether it is right, and the accuracy",
         allow_abbrev=False,
     )
-    s_.add_argument("--from", dest="from_dir", default=None, metavar="DIR", help="a folder written by train --out")
+    s_.add_argument_group("required").add_argument(  # checked by _sample, in its own words
+        "--from", dest="from_dir", default=None, metavar="DIR", help="the folder grpo-edu train --out DIR kept a run in"
+    )
     s_.add_argument("--n", type=_int(1), default=10, metavar="N", help="problems to answer")
     s_.add_argument("--seed", type=_int(0), default=0, metavar="N", help="which problems (and samples)")
     s_.add_argument(
         "--temperature", type=float, default=0.0, metavar="T", help="0: greedy (as the accuracy is measured)"
     )
+    s_.usage = s_.format_usage().split(": ", 1)[1].strip().replace("[--from DIR]", "--from DIR")  # not optional
     r = verb("reference", "build (or load) the SFT reference policy, its accuracy")
     r.add_argument("--retrain", action="store_true", help="train it again even if it is cached")
     b = verb(
@@ -250,15 +275,16 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
         "removes (reward offset, a learned reward model, difficulty spread, a long run with and without "
         "clip-higher, a free answer length), with verdicts and a figure each",
     )
-    from ..studies.regimes import REGIMES
+    if whole("regimes"):  # the names are the regimes' table (importing it imports every regime)
+        from ..studies.regimes import REGIMES
 
-    g.add_argument(
-        "--only",
-        type=_list(str),
-        default=",".join(REGIMES),
-        metavar="NAMES",
-        help=f"comma-separated regimes ({', '.join(REGIMES)})",
-    )
+        g.add_argument(
+            "--only",
+            type=_list(str),
+            default=",".join(REGIMES),
+            metavar="NAMES",
+            help=f"comma-separated regimes ({', '.join(REGIMES)})",
+        )
     g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
     g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")
     n = sub.add_parser(
@@ -278,6 +304,14 @@ def _parser(algo: str = "grpo") -> argparse.ArgumentParser:
     )
     n.add_argument("--jobs", type=_int(1), default=2, metavar="N", help="runs at a time")
     n.add_argument("--json", default=None, metavar="FILE", help="also write the results to this file")
+    verbs = sub.choices
+    common = [v for v, p in verbs.items() if "--preset" in p._option_string_actions]
+    others = [v for v in verbs if v not in common]
+    parser.epilog = textwrap.fill(
+        f"Every verb but {' and '.join(others)} takes --preset cpu|gpu|auto, --world, --seed and --quiet; "
+        "sample takes --seed. grpo-edu VERB --help lists each verb's flags, with their defaults.",
+        79,
+    )
     return parser
 
 
@@ -290,9 +324,9 @@ def _checkout_tool():
 
     path = Path.cwd() / "tests" / "tools" / "check_notebooks.py"
     if not path.is_file():
-        raise SystemExit(
-            "grpo-edu check-notebooks: error: needs a checkout of the repository: run it from the folder "
-            "that holds notebooks/ and tests/tools/"
+        _error_line(
+            "grpo-edu check-notebooks",
+            "needs a checkout of the repository: run it from the folder that holds notebooks/ and tests/tools/",
         )
     spec = importlib.util.spec_from_file_location("grpo_edu_check_notebooks", path)
     module = importlib.util.module_from_spec(spec)
@@ -305,7 +339,7 @@ def _check_notebooks(args):
 
     runs = [tuple(r.split(":", 1)) for r in args.runs]
     if not all(len(r) == 2 and r[0].isdigit() and r[1] for r in runs):
-        raise SystemExit(f"grpo-edu check-notebooks: error: --runs wants SHIFT:CAPABILITY pairs, got {args.runs}")
+        _fail(args, f"--runs wants SHIFT:CAPABILITY pairs, got {args.runs}")
     res = check_notebooks(args.notebooks or None, runs=runs, jobs=args.jobs)
     print(format_check(res))
     _dump({**res, "runs": [{k: v for k, v in r.items() if k != "output"} for r in res["runs"]]}, args.json)
@@ -447,7 +481,7 @@ def _ablate(args, preset, progress):
         by_name = {r.name: r for r in ROWS}
         unknown = [n for n in args.rows if n not in by_name]
         if unknown:
-            raise SystemExit(f"grpo-edu ablate: error: unknown rows {unknown}; choose from {list(by_name)}")
+            _fail(args, f"unknown rows {unknown}; choose from {list(by_name)}")
         rows = [by_name[n] for n in args.rows]
     res = run_ablation(
         preset, rows=rows, seeds=tuple(preset.seed + k for k in range(args.seeds)), steps=args.steps, progress=progress
@@ -469,8 +503,7 @@ def _regimes(args, preset, progress):
     try:
         only = check_names(args.only)
     except ValueError as exc:
-        sys.stderr.write(f"grpo-edu regimes: error: {exc}\n")
-        raise SystemExit(2) from None
+        _fail(args, str(exc))
     res = run_regimes(preset, only=only, seeds=args.seeds, out=args.out, progress=progress)
     print(format_regimes(res, seconds=True))
 
@@ -489,10 +522,9 @@ VERBS = {  # sample runs before a preset is built (main), check-notebooks withou
 }
 
 
-def _fail(args, message: str, code: int = 2):
-    """A one-line error (no traceback), as argparse writes its own."""
-    sys.stderr.write(f"grpo-edu {args.cmd}: error: {message}\n")
-    raise SystemExit(code)
+def _fail(args, message: str):
+    """A one-line error (no traceback), as the parser writes its own (`_Parser`)."""
+    _error_line(f"grpo-edu {args.cmd}", message)
 
 
 # Flags that act only with another flag's value: (verb, flag, the value it needs, what to write instead).
@@ -535,8 +567,7 @@ class _PreParse(argparse.ArgumentParser):
 
 
 def _error(cmd: str, message: str):
-    sys.stderr.write(f"grpo-edu {cmd}: error: {' '.join(message.split())}\n")
-    raise SystemExit(2)
+    _error_line(f"grpo-edu {cmd}", message)
 
 
 def _read_config(argv) -> tuple[str, dict, str | None]:
@@ -616,12 +647,13 @@ def _file_defaults(cmd, verb_parser, values: dict, path: str) -> None:
 
 
 def _unknown(cmd, what, name, names):
+    """``unknown <what>: did you mean <the closest names>?`` and where the valid ones are listed (the
+    verb's --help): one line, not the list of every name (train and compare take forty)."""
     import difflib
 
-    flags = sorted(names)
-    near = difflib.get_close_matches(name, flags, n=3)
+    near = difflib.get_close_matches(name, sorted(names), n=3)
     hint = f"did you mean {', '.join(near)}? " if near else ""
-    _error(cmd, f"unknown {what}: {hint}the valid names are {', '.join(flags)}")
+    _error(cmd, f"unknown {what}: {hint}(grpo-edu {cmd} --help lists them)")
 
 
 def _build_configs(args) -> None:
@@ -647,10 +679,21 @@ def _build_configs(args) -> None:
         _fail(args, str(exc))
 
 
+def _check_verb(argv) -> None:
+    """A first word that is no verb is one line that names the closest verb."""
+    import difflib
+
+    if argv and not argv[0].startswith("-") and argv[0] not in VERB_NAMES:
+        near = difflib.get_close_matches(argv[0], VERB_NAMES, n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        _error_line("grpo-edu", f"unknown verb {argv[0]!r}: {hint}the verbs are {', '.join(VERB_NAMES)}")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _check_verb(argv)
     algo, values, path = _read_config(argv)
-    parser = _parser(algo)
+    parser = _parser(algo, only=argv[0] if argv and argv[0] in VERB_NAMES else "")
     verbs = parser._subparsers._group_actions[0].choices
     if values:
         _file_defaults(argv[0], verbs[argv[0]], values, path)
