@@ -244,19 +244,26 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def forward_flops(config: ModelConfig, rows: int, new_tokens: int, past: int = 0) -> int:
+def forward_flops(config: ModelConfig, rows: int, new_tokens: int, past: int = 0, last: int | None = None) -> int:
     """FLOPs (two per multiply-add) of one `TinyGPT` forward over ``rows`` sequences of
-    ``new_tokens`` positions after ``past`` cached ones, counted from the shapes:
+    ``new_tokens`` positions after ``past`` cached ones (outputs of the ``last`` ones only, if given),
+    counted from the shapes:
 
         per layer and position: 2 d (3d + d + 2 m d)   (qkv, out, the MLP's two products)
                                 + 2 * 2 d c            (q k^T and att v over the c keys it sees)
         per position:           2 d V                   (the output head)
 
-    with ``c = past + j + 1`` at the j-th new position (causal). LayerNorm, GELU, softmax,
-    biases and the embeddings' lookups (O(d) per position, a few percent) are not counted.
-    A backward costs about twice its forward (a product for the input's gradient and one for
-    the weights' of each forward product)."""
-    d, m, n = config.d_model, config.mlp_ratio, rows * new_tokens
-    keys_seen = rows * (new_tokens * past + new_tokens * (new_tokens + 1) // 2)
-    per_layer = 2 * n * d * (4 * d + 2 * m * d) + 4 * d * keys_seen
-    return config.n_layers * per_layer + 2 * n * d * config.vocab_size
+    with ``c = past + j + 1`` at the j-th new position (causal); with ``last``, the last layer
+    computes keys and values (3d of qkv) at every position and the rest at the last ``last`` ones.
+    LayerNorm, GELU, softmax, biases and the embeddings' lookups (O(d) per position, a few percent)
+    are not counted. A backward costs about twice its forward (a product for the input's gradient
+    and one for the weights' of each forward product)."""
+    d, m, T = config.d_model, config.mlp_ratio, new_tokens
+    out = T if last is None else last
+
+    def keys(queries):  # keys seen by the last `queries` new positions of a row, summed
+        return sum(past + j + 1 for j in range(T - queries, T))
+
+    layer = 2 * T * d * (4 * d + 2 * m * d) + 4 * d * keys(T)
+    final = 2 * T * d * 3 * d + 2 * out * d * (d + 2 * m * d) + 4 * d * keys(out)
+    return rows * ((config.n_layers - 1) * layer + final + 2 * out * d * config.vocab_size)
