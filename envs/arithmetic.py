@@ -431,10 +431,8 @@ class ArithmeticTask:
         device = completion_ids.device
         targets = [self.target_ids(p) for p in problems]
         K = torch.tensor([len(t) for t in targets], device=device)
-        y = torch.full((B, T), -1, dtype=torch.long, device=device)  # -1 never matches
-        for i, t in enumerate(targets):
-            t = t[:T]
-            y[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+        # the targets as one tensor, padded with -1 (never matches): one tensor build, not B slice writes
+        y = torch.tensor([t[:T] + [-1] * (T - len(t[:T])) for t in targets], dtype=torch.long).reshape(B, T).to(device)
         ids, checked = self._strip_filler(completion_ids, mask) if self.filler else (completion_ids, mask)
         ok = ((ids == y) & (checked > 0)).long().cumprod(dim=1)  # ok_t
         if kind == "process":
