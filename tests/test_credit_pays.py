@@ -10,8 +10,8 @@ from grpo_edu.studies import credit_pays as cp
 
 
 def _setup_with_critic(name, task, tiny_policy):
-    algorithm, plugged = cp.make_arm(name, task)
-    return algorithm, plugged, algorithm.make_critic(tiny_policy) if algorithm.name == "ppo" else None
+    algorithm = cp.make_arm(name, task)
+    return algorithm, algorithm.functions, algorithm.make_critic(tiny_policy) if algorithm.name == "ppo" else None
 
 
 def test_each_arm_is_ppo_with_the_one_thing_it_names(tiny_policy):
@@ -26,7 +26,7 @@ def test_each_arm_is_ppo_with_the_one_thing_it_names(tiny_policy):
             assert diff == set(switch), name
             assert isinstance(critic, ExactCritic) == (baseline in ("exact", "exact_prompt")), name
             assert critic.prompt_only == (baseline == "exact_prompt") if isinstance(critic, ExactCritic) else True
-            assert set(plugged) == ({"gae"} if baseline == "batch_mean" else set()), name
+            assert set(plugged) == ({"gae"} if baseline == "batch_mean" else set()), name  # its functions=
     assert cp.ARMS["V*(s_t), lam 0"][1] == {"lam": 0.0} and ppo.config.lam == 1.0  # control: PPO's own lambda is 1
 
 

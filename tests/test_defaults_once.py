@@ -17,16 +17,6 @@ OWNERS = {
 # Written again in files of the ladder-side work of issue 47 (hf/, the studies and the regime it owns) and
 # of the speedrun, whose owners take them from the config and the preset; the set only shrinks.
 NOT_YET = {
-    "grpo_edu/hf/bench.py: def bench_trl(sequences_per_step=512)",
-    "grpo_edu/hf/knobs.py: def trl_config(sequences_per_step=512)",
-    "grpo_edu/hf/trainer.py: def make_trainer(sequences_per_step=512)",
-    "grpo_edu/hf/trainer.py: def train_trl(sequences_per_step=512)",
-    "grpo_edu/studies/credit_pays.py: def run_arm(sequences_per_step=512)",
-    "grpo_edu/studies/credit_pays.py: sequences_per_step=512",
-    "grpo_edu/studies/gap_ablation.py: def arm_spec(sequences_per_step=512)",
-    "grpo_edu/studies/gap_ablation.py: sequences_per_step=512",
-    "grpo_edu/studies/gap_ablation.py: {'group_size': 8}",
-    "grpo_edu/studies/regimes/difficulty.py: G = 8",
     "grpo_edu/studies/speedrun.py: sequences_per_step = 512",
     "grpo_edu/studies/spread_ablation.py: sequences_per_step=512",
 }

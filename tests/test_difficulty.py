@@ -298,3 +298,30 @@ def test_sft_whole_share_mixes_in_the_whole_task_and_keys_the_cache():
     plain = reference_config(task, p.model, p.sft)
     mixed = reference_config(task, p.model, SFTConfig(**{**p.sft.__dict__, "whole_share": 0.05}))
     assert "whole_share" not in plain["sft"] and mixed["sft"]["whole_share"] == 0.05
+
+
+def test_by_difficulty_splits_each_evaluation_train_hands_it(task, tiny_policy, cpu_preset):
+    """ByDifficulty is train's on_evaluate hook: one (easy, hard) pair per evaluation (step 0 and the
+    last included), the accuracy of each bucket of the answers train checked; by hand on a made-up
+    evaluation, then on a tiny run where the buckets' weighted mean is each evaluation's accuracy."""
+    import copy
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from grpo_edu import make_algorithm, train
+    from grpo_edu.studies.regimes.difficulty import ByDifficulty
+
+    logged = ByDifficulty(task, bound=50)
+    easy = logged.easy
+    assert easy.dtype == bool and 0 < easy.sum() < len(easy) == len(task.eval_problems())
+    right = torch.tensor(easy, dtype=torch.float32)  # right on every easy prompt, wrong on every hard one
+    logged(SimpleNamespace(correct=right))
+    assert logged.log == [(1.0, 0.0)]
+    logged = ByDifficulty(task, bound=50)
+    preset = replace(cpu_preset, sequences_per_step=32, eval_every=2)
+    h = train(make_algorithm("grpo", group_size=4), task, tiny_policy, copy.deepcopy(tiny_policy), preset, steps=3,
+              progress=False, on_evaluate=logged)  # fmt: skip
+    assert len(logged.log) == len(h.evals) == 3
+    share = easy.mean()
+    for (e, hard), ev in zip(logged.log, h.evals, strict=True):
+        assert share * e + (1 - share) * hard == pytest.approx(ev["accuracy"])

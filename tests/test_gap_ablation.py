@@ -1,4 +1,4 @@
-"""The PPO-GRPO gap ablation (issue 32): each arm switches one thing, and the plugged baseline is the batch mean."""
+"""The PPO-GRPO gap ablation (issue 32): each arm switches one thing, and the batch-mean arm's gae is the batch mean."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from grpo_edu import functional as Fn
-from grpo_edu import plug
+from grpo_edu.algorithms import GRPOConfig
 from grpo_edu.studies import gap_ablation as ga
 
 
@@ -46,8 +46,8 @@ def test_batch_mean_gae_ignores_the_critic():
     assert torch.allclose(adv, (rewards.sum(1, keepdim=True) - 0.75).expand(4, 3))
     assert torch.allclose(ret, Fn.gae(rewards, values, mask)[1])  # the critic's target is unchanged (lam = 1)
     assert not torch.allclose(adv, Fn.gae(rewards, values, mask)[0])  # control: the critic's GAE differs
-    with plug(gae=ga.batch_mean_gae):  # and the plug reaches the library's gae
-        assert torch.allclose(Fn.gae(rewards, values, mask)[0], adv)
+    arm = ga.make_arm("PPO, batch-mean baseline (critic off)")  # and the arm's PPO calls it in place of gae
+    assert arm.fn.gae is ga.batch_mean_gae and ga.make_arm("PPO").fn is Fn  # control: PPO's own gae
 
 
 def test_tiny_run_gives_a_row_per_arm(reference):
@@ -57,6 +57,8 @@ def test_tiny_run_gives_a_row_per_arm(reference):
     for rows in res["runs"].values():
         assert rows[0]["samples"] == ga.SIZES["tiny"]["steps"] * ga.SIZES["tiny"]["sequences_per_step"]
         assert 0.0 <= rows[0]["accuracy"] <= 1.0
+    assert res["sequences_per_step"] == ga.SIZES["tiny"]["sequences_per_step"]
+    assert ga.SIZES["full"]["sequences_per_step"] is None  # the full run's batch is the preset's
     assert all(not math.isnan(r["mean"]) for r in res["table"])
     assert "closes" in ga.format_table(res)
     again = ga.run_gap_ablation("cpu", seeds=1, tiny=True, arms=arms[1:], reference=reference, progress=False,
@@ -67,4 +69,4 @@ def test_tiny_run_gives_a_row_per_arm(reference):
 def test_a_follow_up_arm_is_read_against_its_chain():
     name = "PPO, 64 x 8, batch-mean baseline"
     assert ga.root(name) == "PPO"
-    assert ga.switches(name) == {"group_size": 8, "advantage_baseline": "batch_mean"}
+    assert ga.switches(name) == {"group_size": GRPOConfig().group_size, "advantage_baseline": "batch_mean"}

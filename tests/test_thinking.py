@@ -234,8 +234,9 @@ def test_direct_only_writes_digits(task):
 
 
 def test_the_watcher_changes_nothing():
-    """run_one records every batch and evaluation through train's callback; the run's numbers are
-    a plain train()'s (control), and its greedy records score what train's evaluations scored."""
+    """run_one records every batch through train's callback and every evaluation through its
+    on_evaluate; the run's numbers are a plain train()'s (control), and its greedy records score what
+    train's evaluations scored (the first and the last included)."""
     from dataclasses import replace
 
     from grpo_edu import make_algorithm, train

@@ -171,22 +171,20 @@ class ProxyTask:
     ``evaluate``) is the wrapped task's.
 
     ``token_scores`` pays ``sigmoid(r_phi(q, a))`` at the last completion token (0 for an
-    empty row), whatever ``kind`` asks: a reward model only knows its one number.
-    ``on_evaluate(problems, completions, gold)``, when given, is called each time the gold
-    reward is computed (``evaluate`` calls ``rewards`` once per evaluation): a hook for a
-    measurement that logs more at each evaluation.
+    empty row), whatever ``kind`` asks: a reward model only knows its one number. A measurement
+    at each evaluation is ``train``'s own hook, ``train(..., on_evaluate=f)``, not this task's.
     """
 
-    def __init__(self, task, reward_model: RewardModel, on_evaluate=None):
+    def __init__(self, task, reward_model: RewardModel):
         if reward_model.prompt_length != task.prompt_length or reward_model.answer_length != task.max_answer_length:
             raise ValueError(
                 f"reward_model was built for prompts of {reward_model.prompt_length} and answers of "
                 f"{reward_model.answer_length} tokens; the task has {task.prompt_length} and {task.max_answer_length}"
             )
-        self.task, self.reward_model, self.on_evaluate = task, reward_model, on_evaluate
+        self.task, self.reward_model = task, reward_model
 
-    def __getattr__(self, name):  # sample, encode_prompts, eval_problems, tokenizer, ...: the task's
-        if name in ("task", "reward_model", "on_evaluate"):
+    def __getattr__(self, name):  # sample, encode_prompts, eval_problems, tokenizer, rewards, ...: the task's
+        if name in ("task", "reward_model"):
             raise AttributeError(name)
         return getattr(self.task, name)
 
@@ -211,12 +209,6 @@ class ProxyTask:
         rows = torch.nonzero(has.any(dim=1)).squeeze(1)
         scores[rows, last[rows]] = self.proxy_rewards(problems, completion_ids, mask)[rows]
         return scores
-
-    def rewards(self, problems, completions, terminated=None) -> torch.Tensor:
-        gold = self.task.rewards(problems, completions, terminated)
-        if self.on_evaluate is not None:
-            self.on_evaluate(problems, completions, gold)
-        return gold
 
 
 def exploits(proxy: ProxyTask, policy, n_prompts: int = 256, k: int = 5, seed: int = 0) -> list[dict]:

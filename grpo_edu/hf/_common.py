@@ -10,6 +10,15 @@ INSTALL = 'pip install -e ".[trl]"'
 EXTRA = ("trl", "transformers", "datasets", "accelerate", "tokenizers")  # the [trl] extra (pyproject.toml)
 
 
+def batch_of(sequences_per_step, preset="cpu") -> int:
+    """``sequences_per_step``, or with None the preset's (its owner: `grpo_edu.warmstart.presets`)."""
+    if sequences_per_step is not None:
+        return sequences_per_step
+    from ..warmstart.presets import resolve_preset
+
+    return resolve_preset(preset).sequences_per_step
+
+
 class MissingExtraError(ImportError):
     """A package of the ``[trl]`` extra is not installed (the message says how to install it)."""
 

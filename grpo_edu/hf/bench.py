@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from ._common import _require, quiet, require_extra
+from ._common import _require, batch_of, quiet, require_extra
 from .trainer import make_trainer
 
 
@@ -117,14 +117,14 @@ def bench_trl(
     policy=None,
     task=None,
     grpo_config=None,
-    sequences_per_step: int = 512,
+    sequences_per_step: int | None = None,
     settings=((1, 1), (2, 2)),
     repeats: int = 5,
     seed: int = 0,
     threads: int | None = 1,
     preset="cpu",
 ) -> dict:
-    """Seconds per GRPO cycle (sample ``sequences_per_step`` completions + update), grpo_edu
+    """Seconds per GRPO cycle (sample ``sequences_per_step`` completions, None: the preset's, + update), grpo_edu
     vs TRL's GRPOTrainer, on the same model (TRL trains its export) and the same knobs
     (``grpo_config``, default ``GRPOConfig(unbiased_std=True)``; the cpu preset's task and
     reference policy by default).
@@ -146,6 +146,7 @@ def bench_trl(
     from ..warmstart.reference import reference_policy
 
     preset = resolve_preset(preset)
+    sequences_per_step = batch_of(sequences_per_step, preset)
 
     old_threads = torch.get_num_threads()
     if threads is not None:

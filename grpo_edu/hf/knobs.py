@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import fields
 
 from ..algorithms.policy_losses import POLICY_LOSSES
-from ._common import _require
+from ._common import _require, batch_of
 from .names import TRL_LOSS_TYPES, to_trl
 
 
@@ -291,10 +291,10 @@ def _trl_defaults(trl) -> dict:
     return {**_DEFAULTS, ckpt: False, "output_dir": os.path.join(tempfile.gettempdir(), "grpo-edu-trl")}
 
 
-def trl_config(grpo_config, sequences_per_step: int = 512, approximate=(), **trainer_kwargs):
+def trl_config(grpo_config, sequences_per_step: int | None = None, approximate=(), **trainer_kwargs):
     """Map a `grpo_edu.algorithms.GRPOConfig` to a ``trl.GRPOConfig``, knob by knob (`KNOB_MAP`).
 
-    ``sequences_per_step`` completions per generation (prompts x group_size) on one process
+    ``sequences_per_step`` completions per generation (prompts x group_size; None: the cpu preset's) on one process
     are split into ``minibatches`` optimizer steps. A knob value TRL cannot express raises
     `NoCounterpart` (a ValueError) naming the knob, unless its name is in ``approximate``
     (then the nearest TRL setting is used). ``trainer_kwargs`` set any other TRL field
@@ -309,7 +309,7 @@ def trl_config(grpo_config, sequences_per_step: int = 512, approximate=(), **tra
 
     if not isinstance(grpo_config, GRPOConfig):
         raise ValueError(f"trl_config maps a grpo_edu GRPOConfig, got {type(grpo_config).__name__}")
-    approximate = set(approximate)
+    approximate, sequences_per_step = set(approximate), batch_of(sequences_per_step)
     known = {row[0] for row in _ROWS}
     for f in fields(grpo_config):
         if f.name not in known:

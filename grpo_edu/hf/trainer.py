@@ -9,7 +9,7 @@ import time
 import weakref
 from dataclasses import replace
 
-from ._common import _require, quiet
+from ._common import _require, batch_of, quiet
 from .data import reward_fn, task_dataset
 from .export import from_hf, to_hf
 from .knobs import trl_config
@@ -20,7 +20,7 @@ def make_trainer(
     task,
     grpo_config,
     cycles: int,
-    sequences_per_step: int = 512,
+    sequences_per_step: int | None = None,
     seed: int = 0,
     reward_kind: str = "outcome",
     reference=None,
@@ -29,11 +29,11 @@ def make_trainer(
     **trainer_kwargs,
 ):
     """A ``trl.GRPOTrainer`` that trains an export of ``policy`` for ``cycles`` generations of
-    ``sequences_per_step`` completions on fresh training problems of ``task``, with the knobs
+    ``sequences_per_step`` completions (None: the cpu preset's) on fresh training problems of ``task``, with the knobs
     of ``grpo_config`` (`trl_config`). The reference model (``beta > 0``) is an export of
     ``reference`` (default: the policy), saved under a temp dir for TRL to load."""
     trl = _require("trl")
-    G = grpo_config.group_size
+    G, sequences_per_step = grpo_config.group_size, batch_of(sequences_per_step)
     steps_per_cycle = grpo_config.epochs * grpo_config.minibatches
     args = trl_config(
         grpo_config,
@@ -83,7 +83,7 @@ def train_trl(
     task,
     grpo_config,
     cycles: int,
-    sequences_per_step: int = 512,
+    sequences_per_step: int | None = None,
     seed: int = 0,
     eval_every: int = 5,
     reward_kind: str = "outcome",
@@ -98,6 +98,8 @@ def train_trl(
     transformers = _require("transformers")
     from ..evaluation import evaluate
     from ..train import History
+
+    sequences_per_step = batch_of(sequences_per_step)
 
     per_cycle = grpo_config.epochs * grpo_config.minibatches
     hist = History(

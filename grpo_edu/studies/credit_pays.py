@@ -73,7 +73,7 @@ COMPARISONS = (  # (what, arm, against it, the claim) each a paired difference p
 )  # fmt: skip
 MARGIN = 0.02
 SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
-    "full": dict(steps=40, sequences_per_step=512, fit_steps=40, probe=2048, samples=4),
+    "full": dict(steps=40, sequences_per_step=None, fit_steps=40, probe=2048, samples=4),  # the preset's batch
     "tiny": dict(steps=1, sequences_per_step=16, fit_steps=2, probe=32, samples=1),
 }
 
@@ -130,18 +130,20 @@ def world_setup(world: str, preset="cpu"):
 
 
 def make_arm(name: str, task):
-    """The arm's algorithm, and the functions to plug while it trains (`grpo_edu.plug`)."""
+    """The arm's algorithm: with the batch-mean baseline its ``gae`` is `gap_ablation.batch_mean_gae`
+    (``functions=``, that algorithm's only), with an exact one its critic is an `ExactCritic`."""
     from ..measure.credit import ExactCritic
     from .gap_ablation import batch_mean_gae
 
     if name not in ARMS:
         raise ValueError(f"unknown arm {name!r}; choose from {list(ARMS)}")
     algo_name, switch, baseline = ARMS[name]
-    algorithm = make_algorithm(algo_name, **switch)
+    functions = {"gae": batch_mean_gae} if baseline == "batch_mean" else None
+    algorithm = make_algorithm(algo_name, functions=functions, **switch)
     if baseline in ("exact", "exact_prompt"):
         prompt_only = baseline == "exact_prompt"
         algorithm.make_critic = lambda policy: ExactCritic(task, policy, prompt_only=prompt_only)
-    return algorithm, ({"gae": batch_mean_gae} if baseline == "batch_mean" else {})
+    return algorithm
 
 
 def _rise(ev: np.ndarray) -> float:
@@ -168,20 +170,17 @@ def reading(reference, task, fit_steps: int, n: int, seed: int) -> dict:
     }
 
 
-def run_arm(name, task, preset, reference, seed, steps=40, sequences_per_step=512, samples=4) -> dict:
-    """One arm of `ARMS` trained ``steps`` x ``sequences_per_step`` from ``reference`` at ``seed``:
+def run_arm(name, task, preset, reference, seed, steps=40, sequences_per_step=None, samples=4) -> dict:
+    """One arm of `ARMS` trained ``steps`` x ``sequences_per_step`` (None: the preset's) from ``reference`` at ``seed``:
     ``{"sampled"`` (held-out accuracy at temperature 1, ``samples`` of each problem), ``"greedy"``,
     ``"reward"`` (the sampled training reward of each step), ``"seconds"}``."""
-    from .. import plug
     from ..evaluation import evaluate
     from ..train import train
 
-    algorithm, plugged = make_arm(name, task)
-    policy = copy.deepcopy(reference)
+    algorithm, policy = make_arm(name, task), copy.deepcopy(reference)
     t0 = time.perf_counter()
-    with plug(**plugged):
-        h = train(algorithm, task, reference, policy, preset, steps=steps, seed=seed,
-                  sequences_per_step=sequences_per_step, eval_every=steps, progress=False, name=name)  # fmt: skip
+    h = train(algorithm, task, reference, policy, preset, steps=steps, seed=seed,
+              sequences_per_step=sequences_per_step, eval_every=steps, progress=False, name=name)  # fmt: skip
     sampled = evaluate(policy, task, task.eval_problems() * samples, temperature=1.0, seed=seed + 11)
     return {
         "sampled": sampled,
@@ -200,7 +199,8 @@ def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False,
 
     preset = resolve_preset(preset)
     setup_torch(preset)
-    z = SIZES["tiny" if tiny else "full"]
+    z = dict(SIZES["tiny" if tiny else "full"])
+    z["sequences_per_step"] = z["sequences_per_step"] or preset.sequences_per_step
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     names = list(arms or ARMS)
     out = {"seeds": seeds, "steps": z["steps"], "sequences_per_step": z["sequences_per_step"], "worlds": {}}

@@ -15,8 +15,8 @@ and in nothing else that trains: lr, clip range, beta, loss_type, epochs and min
 2 x 2 = 4 optimizer steps on each batch) are the same. Each arm below starts from the same reference
 with the same seed and the same completions per step, and changes exactly one thing of its base run
 (`arm_spec` is what the test compares). "PPO, batch-mean baseline" keeps PPO's config and swaps the
-critic's V(s_t) in GAE for the batch's mean return through `grpo_edu.plug` (the homework's mechanism:
-no second loop); the critic still trains, its values unused.
+critic's V(s_t) in GAE for the batch's mean return: its PPO is built with ``functions={"gae":
+batch_mean_gae}`` (the library's loop, no second one); the critic still trains, its values unused.
 
 MEASURED (cpu preset, 40 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.studies.gap_ablation
 --seeds 3``; PPO and GRPO at seeds 0 and 1 are the regime's runs, the same numbers). Held-out accuracy, mean
@@ -72,7 +72,7 @@ BASES = ("PPO", "GRPO")
 ARMS = {  # name -> (base arm, switch): the base arm's algorithm and config, with one field switched
     "PPO": ("PPO", {}),
     "PPO, batch-mean baseline (critic off)": ("PPO", {"advantage_baseline": "batch_mean"}),
-    "PPO, 64 x 8 (GRPO's layout)": ("PPO", {"group_size": 8}),
+    "PPO, 64 x 8 (GRPO's layout)": ("PPO", {"group_size": GRPOConfig.group_size}),
     "PPO, KL in the loss (GRPO's)": ("PPO", {"kl_placement": "loss"}),
     "PPO, no whitening": ("PPO", {"whiten_advantages": False}),
     "GRPO": ("GRPO", {}),
@@ -86,8 +86,8 @@ ARMS = {  # name -> (base arm, switch): the base arm's algorithm and config, wit
     "PPO, 64 x 8, batch-mean baseline": ("PPO, 64 x 8 (GRPO's layout)", {"advantage_baseline": "batch_mean"}),
 }
 ALGO = {"PPO": "ppo", "GRPO": "grpo"}
-SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
-    "full": dict(steps=40, sequences_per_step=512, eval_every=5),
+SIZES = {  # "full": the difficulty regime's budget (the preset's batch); "tiny": the test's (seconds, numbers meaningless)
+    "full": dict(steps=40, sequences_per_step=None, eval_every=5),
     "tiny": dict(steps=1, sequences_per_step=16, eval_every=1),
 }
 PSEUDO = ("advantage_baseline", "sequences_per_step")  # what an arm sets that is not a config field
@@ -128,9 +128,10 @@ def switches(name: str) -> dict:
     return own if name in BASES else {**switches(base), **own}
 
 
-def arm_spec(name: str, sequences_per_step: int = 512) -> dict:
+def arm_spec(name: str, sequences_per_step: int | None = None) -> dict:
     """Everything that sets the arm's training: its algorithm, every field of its config, the
-    completions per step and the advantage's baseline (the algorithm's own, or the plugged batch mean)."""
+    completions per step (None: the preset's) and the advantage's baseline (the algorithm's own, or
+    the batch mean that replaces the critic in its gae)."""
     base, switch = root(name), switches(name)
     cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
     config = make_algorithm(ALGO[base], **cfg).config
@@ -140,19 +141,23 @@ def arm_spec(name: str, sequences_per_step: int = 512) -> dict:
     return spec
 
 
-def _run_arm(name, reference, task, preset, seed, z) -> dict:
-    from .. import plug
-    from ..train import train
-
+def make_arm(name: str):
+    """The arm's algorithm: its base's, its switches set, and with the batch-mean baseline its ``gae``
+    replaced by `batch_mean_gae` (``functions=``: that algorithm's only)."""
     base, switch = root(name), switches(name)
     cfg = {k: v for k, v in switch.items() if k not in PSEUDO}
-    algorithm = make_algorithm(ALGO[base], **cfg)
-    plugged = {"gae": batch_mean_gae} if switch.get("advantage_baseline") == "batch_mean" else {}
+    functions = {"gae": batch_mean_gae} if switch.get("advantage_baseline") == "batch_mean" else None
+    return make_algorithm(ALGO[base], functions=functions, **cfg)
+
+
+def _run_arm(name, reference, task, preset, seed, z) -> dict:
+    from ..train import train
+
+    base, algorithm = root(name), make_arm(name)
     t0 = time.perf_counter()
-    with plug(**plugged):
-        h = train(algorithm, task, reference, copy.deepcopy(reference), preset, steps=z["steps"], seed=seed,
-                  sequences_per_step=z["sequences_per_step"], eval_every=z["eval_every"], progress=False,
-                  name=name)  # fmt: skip
+    h = train(algorithm, task, reference, copy.deepcopy(reference), preset, steps=z["steps"], seed=seed,
+              sequences_per_step=z["sequences_per_step"], eval_every=z["eval_every"], progress=False,
+              name=name)  # fmt: skip
     return {
         "accuracy": h.final_accuracy,
         "curve": [(e["samples"], e["accuracy"]) for e in h.evals],
@@ -180,6 +185,7 @@ def run_gap_ablation(preset="cpu", seeds=3, steps=None, tiny=False, arms=None, r
         raise ValueError(f"the gap is the default world's; got a preset of world {preset.world!r}")
     setup_torch(preset)
     z = dict(SIZES["tiny" if tiny else "full"])
+    z["sequences_per_step"] = z["sequences_per_step"] or preset.sequences_per_step
     if steps is not None:
         z["steps"] = steps
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)

@@ -62,25 +62,16 @@ SIZES = {  # "full": the verb's run; "tiny": the tests' (seconds, numbers meanin
 
 
 class ByDifficulty:
-    """The task, with held-out accuracy on the easy prompts (both operands < ``bound``) and the
-    hard ones logged at every evaluation (``evaluate`` calls ``rewards`` once per evaluation;
-    training scores with ``token_scores``)."""
+    """Held-out accuracy on the easy prompts (both operands < ``bound``) and on the hard ones at every
+    evaluation of a run: ``train(..., on_evaluate=logged)`` hands it each `grpo_edu.train.Evaluation`
+    (step 0 and the last included), whose per-problem answers it splits; ``log`` holds the pairs."""
 
     def __init__(self, task, bound: int):
-        self.task, self.bound = task, bound
-        self.easy = easy_mask(task.eval_problems(), bound)
+        self.bound, self.easy = bound, easy_mask(task.eval_problems(), bound)
         self.log: list[tuple[float, float]] = []
 
-    def __getattr__(self, name):
-        if name in ("task", "bound", "easy", "log"):
-            raise AttributeError(name)
-        return getattr(self.task, name)
-
-    def rewards(self, problems, completions, terminated=None):
-        r = self.task.rewards(problems, completions, terminated)
-        if len(problems) == len(self.easy):
-            self.log.append(bucket_accuracy(r.numpy(), self.easy))
-        return r
+    def __call__(self, evaluation) -> None:
+        self.log.append(bucket_accuracy(evaluation.correct.numpy(), self.easy))
 
 
 def group_size() -> int:
@@ -123,8 +114,8 @@ def _world_run(ref, preset, world, seed, z, bound) -> dict:
     for name, (algo, cfg) in RUNS.items():
         logged = ByDifficulty(task, bound)
         policy = copy.deepcopy(ref)
-        h = train(make_algorithm(algo, **cfg), logged, ref, policy, preset, steps=z["steps"], seed=seed,
-                  eval_every=z["eval_every"], progress=False, name=name)  # fmt: skip
+        h = train(make_algorithm(algo, **cfg), task, ref, policy, preset, steps=z["steps"], seed=seed,
+                  eval_every=z["eval_every"], progress=False, name=name, on_evaluate=logged)  # fmt: skip
         run = {"accuracy": h.final_accuracy, "buckets": logged.log, "curve": list(h.eval_series()),
                "steps": [e["step"] for e in h.evals],
                "samples": h.steps[-1]["samples"] if h.steps else 0,
@@ -346,7 +337,7 @@ def run_mixed_digits(reference, preset="cpu", seeds=(0, 1), critic_steps=40, own
         "mixed, own reference": (mixed, own_reference or reference_policy(preset, task=mixed, progress=progress)),
     }
     res = {k: {"ev": [], "var_ratio": [], "zero_std": [], "by_class": {}} for k in setups}
-    G, progress_bar = 8, bar(len(setups) * len(seeds), "difficulty", progress)
+    G, progress_bar = group_size(), bar(len(setups) * len(seeds), "difficulty", progress)  # GRPO's G
     for seed in seeds:
         for name, (task, ref) in setups.items():
             r = res[name]

@@ -21,8 +21,8 @@ from .common import above, bar, claim, rule, spread, verdict
 
 
 class KLMonitor:
-    """At each evaluation: KL(pi || pi_ref) per completion (exact over the vocabulary, summed
-    over the tokens of completions sampled from pi for a fixed set of prompts)."""
+    """At each evaluation (``train(..., on_evaluate=monitor)``): KL(pi || pi_ref) per completion (exact
+    over the vocabulary, summed over the tokens of completions sampled from pi for a fixed set of prompts)."""
 
     def __init__(self, policy, reference, task, n_prompts=64, group=4, seed=12345):
         self.policy, self.reference, self.task, self.seed, self.group = policy, reference, task, seed, group
@@ -51,9 +51,10 @@ def rl_against(rm, reference, task, preset, beta, where, seed, steps, eval_every
     the first batch's, then the mean of the 5 steps before)."""
     policy = copy.deepcopy(reference)
     monitor = KLMonitor(policy, reference, task)
-    proxy = ProxyTask(task, rm, on_evaluate=monitor)
+    proxy = ProxyTask(task, rm)
     algo = make_algorithm("grpo", beta=beta, kl_placement=where)
-    h = train(algo, proxy, reference, policy, preset, steps=steps, seed=seed, eval_every=eval_every, progress=False)
+    h = train(algo, proxy, reference, policy, preset, steps=steps, seed=seed, eval_every=eval_every, progress=False,
+              on_evaluate=monitor)  # fmt: skip
     ev, reward = [e["step"] for e in h.evals], h.series("reward")
     proxy_curve = [float(reward[0])] + [float(np.mean(reward[max(0, s - 5) : s])) for s in ev[1:]]
     return {"step": ev, "gold": list(h.eval_series()), "kl": monitor.kl, "proxy": proxy_curve}, policy, proxy
