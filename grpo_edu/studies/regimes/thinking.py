@@ -12,8 +12,9 @@ working, so thinking cannot pay.
 
 Every training batch is recorded (`batch_record`, from ``train``'s per-step callback), so the
 curves over steps are what the policy wrote while it learned, split by difficulty and by form,
-at no extra sampling; at each of ``train``'s evaluations the callback records the same greedy
-held-out answers by difficulty and form (`greedy_record`).
+at no extra sampling; each of ``train``'s evaluations (its ``on_evaluate`` hook, the first and the
+last included) gives its greedy held-out answers, recorded by difficulty and form (`answers_record`):
+nothing is generated twice.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 
 from ...algorithms import make_algorithm
 from ...evaluation import evaluate
-from ...rollout import generate, sample_batch
+from ...rollout import sample_batch
 from ...train import train
 from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, paired, rngs, rule, spread, verdict
@@ -110,16 +111,13 @@ def batch_record(task, problems, rollout, scores, group_size: int) -> dict:
     )
 
 
-def greedy_record(policy, task) -> dict:
-    """`summarize` of the greedy held-out answers: what ``train``'s evaluation of ``policy``
-    scores (the same greedy completions), by difficulty and form."""
-    problems = task.eval_problems()
-    ro = generate(policy, task.encode_prompts(problems), max_new_tokens=task.max_answer_length, temperature=0.0,
-                  tokenizer=task.tokenizer)  # fmt: skip
-    r = task.rewards(problems, ro.texts, terminated=(~ro.truncated).tolist())
-    length = [len(task.tokenizer.encode(c)) + 1 for c in ro.texts]
+def answers_record(task, problems, completions, correct) -> dict:
+    """`summarize` of answers to ``problems`` (texts) and whether each was right (0/1), by difficulty
+    and form: of an evaluation's greedy held-out answers (a `grpo_edu.train.Evaluation`)."""
+    length = [len(task.tokenizer.encode(c)) + 1 for c in completions]
     hard = [task.difficulty(p) == "hard" for p in problems]
-    return summarize(hard, [task.form(c) == "scratchpad" for c in ro.texts], length, r.numpy())
+    return summarize(hard, [task.form(c) == "scratchpad" for c in completions], length, np.asarray(correct, float))
+
 
 
 class DirectOnly(torch.nn.Module):
@@ -135,8 +133,8 @@ class DirectOnly(torch.nn.Module):
     def new_cache(self):
         return self.policy.new_cache()
 
-    def forward(self, idx, cache=None, last=None):
-        logits = self.policy(idx, cache, last)
+    def forward(self, idx, cache=None):
+        logits = self.policy(idx, cache)
         logits[..., self.banned] = float("-inf")
         return logits
 
@@ -205,17 +203,16 @@ def run_one(task, reference, preset, steps: int, seed: int, name: str, samples: 
     and ``samples`` completions of the final policy (prompt, completion, reward)."""
     algo = make_algorithm("grpo", **config)
     policy = copy.deepcopy(reference)
-    batches, evals = [], [greedy_record(policy, task)]  # evals: train's, from its first (step 0)
+    batches, evals = [], []
 
-    def watch(step):  # train's callback, after each step: what the policy wrote, and at an evaluation
+    def watch(step):  # train's callback, after each step: what the policy wrote
         batches.append(batch_record(task, step.problems, step.rollout, step.scores, algo.config.group_size))
-        if step.evaluated:
-            evals.append(greedy_record(step.policy, task))
+
+    def answers(e):  # train's on_evaluate, at each evaluation (step 0 and the last included): its greedy answers
+        evals.append(answers_record(task, e.problems, e.completions, e.correct.numpy()))
 
     h = train(algo, task, reference=reference, policy=policy, preset=preset, steps=steps, seed=seed, progress=False,
-              name=name, callback=watch)  # fmt: skip
-    if len(evals) < len(h.evals):  # train's last evaluation comes after the last step's callback
-        evals.append(greedy_record(policy, task))
+              name=name, callback=watch, on_evaluate=answers)  # fmt: skip
     examples = []
     if samples:
         ro, scores, problems = sample_batch(policy, task, samples, 1, *rngs(seed + 99, preset.device))
