@@ -133,8 +133,8 @@ class DirectOnly(torch.nn.Module):
     def new_cache(self):
         return self.policy.new_cache()
 
-    def forward(self, idx, cache=None):
-        logits = self.policy(idx, cache)
+    def forward(self, idx, cache=None, last=None):
+        logits = self.policy(idx, cache, last)
         logits[..., self.banned] = float("-inf")
         return logits
 
