@@ -46,3 +46,32 @@ def test_readme_gpu_numbers_are_the_measured_block():
         assert len(numbers) >= 6, numbers
         missing = [n for n in numbers if n not in block]
         assert not missing, f"README's gpu numbers not in the block: {missing}"
+
+
+def test_every_block_names_a_command_that_exists():
+    """Each block's command is one a reader can run: a `grpo-edu` verb whose flags parse (nothing is run),
+    or ``python -m grpo_edu.<module>`` of a module with a ``__main__`` block that declares each flag given."""
+    import importlib.util
+    import re
+    import shlex
+
+    from grpo_edu.command.cli import _parser
+
+    checked = 0
+    for name, block in blocks.BLOCKS.items():
+        for command in block.commands:
+            line = re.sub(r"^(\w+=(\$\([^)]*\)|\S+)\s+)+", "", command.split("&&")[0])  # VAR=value before it
+            words = shlex.split(line)
+            if words[0] == "grpo-edu":
+                args = _parser(only=words[1]).parse_args(words[1:])
+                assert args.cmd == words[1], (name, command)
+                checked += 1
+            elif words[:2] == ["python", "-m"] and words[2].startswith("grpo_edu."):
+                spec = importlib.util.find_spec(words[2])
+                assert spec is not None, (name, command)
+                source = open(spec.origin).read()
+                assert 'if __name__ == "__main__":' in source, (name, command)
+                flags = [w.split("=")[0] for w in words[3:] if w.startswith("--")]
+                assert all(f'"{f}"' in source for f in flags), (name, command, flags)
+                checked += 1
+    assert checked >= 26  # every command but the test timings (pip, pytest) and the knob map (python -c)
