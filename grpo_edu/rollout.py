@@ -23,14 +23,18 @@ from . import functional as Fn
 
 # Each prompt once: the G rows of a group share their prompt, so generation and teacher forcing
 # run each distinct prompt once and hand its KV cache to its rows (the same numbers to float
-# rounding, tests/test_rollout.py). This one switch turns it off everywhere (`prompt_sharing`).
-SHARE_PROMPTS = True
+# rounding, tests/test_rollout.py). A plain parameter: ``generate(..., share_prompts=False)`` (and
+# ``sample_batch``, ``train``) samples a rollout whose rows each run their own prompt, as TRL does,
+# and the rollout carries that choice to every teacher-forced pass over it (``Rollout.share_prompts``:
+# the reference's, the update's, the critic's).
+SHARE_PROMPTS = True  # DEPRECATED with `prompt_sharing`: kept until the last callers pass the parameter
 
 
 @contextlib.contextmanager
 def prompt_sharing(enabled: bool):
-    """``with prompt_sharing(False):`` every row runs its own copy of its prompt, as TRL does
-    (the ablation of the sharing: same numbers, more compute); restored on exit."""
+    """DEPRECATED: pass ``share_prompts=False`` to ``generate``/``sample_batch``/``train`` (or set a
+    rollout's ``share_prompts``) instead. ``with prompt_sharing(False):`` turns the sharing off
+    everywhere until the block ends."""
     global SHARE_PROMPTS
     if not isinstance(enabled, bool):
         raise ValueError(f"prompt_sharing takes True or False, got {enabled!r}")
@@ -41,8 +45,10 @@ def prompt_sharing(enabled: bool):
         SHARE_PROMPTS = saved
 
 
-def _sharing(share_prompts: bool | None) -> bool:
-    return SHARE_PROMPTS if share_prompts is None else share_prompts
+def _check_share(share_prompts) -> bool:
+    if not isinstance(share_prompts, bool):
+        raise ValueError(f"share_prompts must be True or False, got {share_prompts!r}")
+    return share_prompts and SHARE_PROMPTS
 
 
 @dataclass
@@ -59,6 +65,7 @@ class Rollout:
     texts: list  # [B] decoded completions (up to EOS, specials dropped)
     group_size: int = 1
     temperature: float = 1.0
+    share_prompts: bool = True  # teacher forcing runs each distinct prompt once for its rows (generate's choice)
 
     @property
     def input_ids(self) -> torch.Tensor:
@@ -117,6 +124,7 @@ class Rollout:
             texts=[t for r in rollouts for t in r.texts],
             group_size=rollouts[0].group_size,
             temperature=rollouts[0].temperature,
+            share_prompts=all(r.share_prompts for r in rollouts),
         )
 
 
@@ -162,7 +170,7 @@ def generate(
     eos_id: int = 2,
     pad_id: int = 0,
     tokenizer=None,
-    share_prompts: bool | None = None,
+    share_prompts: bool = True,
 ) -> Rollout:
     """Sample ``group_size`` completions per prompt, batched.
 
@@ -177,10 +185,11 @@ def generate(
     With ``use_cache=False`` the whole prefix is recomputed each step (the slow way, kept
     to show what the KV cache buys; the tokens are the same). With the cache and
     ``group_size > 1`` each prompt is run once and its cache is shared by its G rows
-    (``share_prompts=False`` runs every row's prompt, the same numbers G times; None: the
-    module's `SHARE_PROMPTS`, see `prompt_sharing`).
+    (``share_prompts=False`` runs every row's prompt, the same numbers G times, and the rollout
+    records it: its teacher-forced passes run every row's prompt too).
     """
     _check_generate_args(model, prompt_ids, group_size, max_new_tokens, temperature, top_k)
+    share = _check_share(share_prompts)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -192,9 +201,7 @@ def generate(
     tokens, logps, alive = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)
     for step in range(max_new_tokens):
-        if (
-            step == 0 and use_cache and _sharing(share_prompts) and group_size > 1
-        ):  # each prompt once; its G rows share its cache
+        if step == 0 and use_cache and share and group_size > 1:  # each prompt once; its G rows share its cache
             rows = torch.arange(prompt_ids.shape[0], device=device).repeat_interleave(group_size)
             logits = model(prompt_ids.to(device), cache, last=1)[:, -1].index_select(0, rows)
             cache.select_rows(rows)
@@ -224,6 +231,7 @@ def generate(
         texts=texts,
         group_size=group_size,
         temperature=scale,
+        share_prompts=share,
     )
 
 
@@ -261,10 +269,12 @@ def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool | Non
     its keys and values are handed to its rows' completions through a KV cache: the same
     numbers up to float rounding, and the gradient flows back through the shared prompt
     (``tests/test_rollout.py`` checks both); it skips ``(G - 1) / G x P / (P + T)`` of the
-    positions, more than half with the cpu preset's P = 7, T = 4, G = 8.
+    positions, more than half with the cpu preset's P = 7, T = 4, G = 8. ``share_prompts``: None
+    as the rollout was sampled (``rollout.share_prompts``); False: every row its own prompt.
     """
     P, T = rollout.prompt_length, rollout.completion_ids.shape[1]
-    shared = shared_prompts(rollout) if _sharing(share_prompts) and hasattr(model, "new_cache") else None
+    share = _check_share(rollout.share_prompts if share_prompts is None else share_prompts)
+    shared = shared_prompts(rollout) if share and hasattr(model, "new_cache") else None
     if shared is None:
         return model(rollout.input_ids)[:, P - 1 : -1]
     prompts, inverse = shared
@@ -351,7 +361,7 @@ def sample_batch(
     generator=None,
     temperature: float = 1.0,
     reward_kind: str = "outcome",
-    share_prompts: bool | None = None,
+    share_prompts: bool = True,
 ):
     """Sample ``n_prompts`` training problems, ``group_size`` completions each, and score them.
 
@@ -361,7 +371,8 @@ def sample_batch(
 
     ``rng``: a numpy Generator (advanced in place) or an int seed; ``generator``: the torch
     Generator of the sampling. Returns ``(rollout, scores [B, T], problems [B])`` with each
-    problem repeated ``group_size`` times like the rollout's rows.
+    problem repeated ``group_size`` times like the rollout's rows. ``share_prompts=False``: every
+    row runs its own prompt, here and in every teacher-forced pass over the rollout (`generate`).
     """
     if reward_kind not in ("outcome", "process"):
         raise ValueError(f"reward_kind must be 'outcome' or 'process', got {reward_kind!r}")

@@ -262,6 +262,7 @@ def train(
     name: str | None = None,
     callback=None,
     on_evaluate=None,
+    share_prompts: bool = True,
 ) -> History:
     """Train ``policy`` (default: a copy of ``reference``) with ``algorithm`` on ``task``.
 
@@ -277,7 +278,8 @@ def train(
     as ``sequences_per_step / G`` prompts x G, G the algorithm's own ``config.group_size``, so
     a REINFORCE step (512 prompts x 1) and a GRPO step (64 prompts x 8) cost the same generation. ``seed`` defaults to the preset's. Same seed,
     same history on the same machine. (One function on purpose: it is the loop the course
-    teaches, read top to bottom.)
+    teaches, read top to bottom.) ``share_prompts=False``: every row of a group runs its own copy
+    of its prompt (in generation and every teacher-forced pass; the same numbers, more compute).
 
     ``callback``: None, or a function called after each step (after its evaluation, if any) with
     a `StepInfo`: the step's metrics, the rollout, its scores and problems, the policy, the
@@ -308,8 +310,9 @@ def train(
 
     def sample():  # the policy samples (or GRPO's sampler_dtype copy of it: a serving engine's)
         sampler = algorithm.sampling_policy()
+        temperature = algorithm.config.temperature
         return sample_batch(
-            sampler, task, seq_per_step // G, G, rng, generator, algorithm.config.temperature, reward_kind
+            sampler, task, seq_per_step // G, G, rng, generator, temperature, reward_kind, share_prompts
         )
 
     def evaluate_now(step, n_samples, t_train):  # greedy held-out accuracy, recorded, shown to on_evaluate

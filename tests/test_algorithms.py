@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from grpo_edu.algorithms import (
     make_algorithm,
 )
 from grpo_edu.algorithms.grpo_extras import informative_groups
-from grpo_edu.rollout import expand, generate, prompt_sharing
+from grpo_edu.rollout import expand, generate
 from grpo_edu.train import update
 
 
@@ -65,8 +66,8 @@ def test_shared_prompts_change_no_number_of_an_update(name, task, tiny_policy):
         policy, ref = copy.deepcopy(tiny_policy), copy.deepcopy(tiny_policy)
         algo = make_algorithm(name, group_size=4)
         algo.setup(policy, ref, generator=torch.Generator().manual_seed(0))
-        with prompt_sharing(share):
-            out[share] = update(algo, ro, scores), [p.detach().clone() for p in policy.parameters()]
+        batch = dataclasses.replace(ro, share_prompts=share)  # every teacher-forced pass as the rollout says
+        out[share] = update(algo, batch, scores), [p.detach().clone() for p in policy.parameters()]
     (on, w_on), (off, w_off) = out[True], out[False]
     for k in ("loss", "grad_norm", "kl", "clip_ratio") + (("value_loss",) if name == "ppo" else ()):
         assert on[k] == pytest.approx(off[k], rel=1e-4, abs=1e-6), k

@@ -37,7 +37,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
 
     transformers = _require("transformers")
     from ..algorithms import make_algorithm
-    from ..rollout import expand, generate, prompt_sharing
+    from ..rollout import expand, generate
     from ..train import update
 
     per_cycle = cfg.epochs * cfg.minibatches
@@ -68,8 +68,7 @@ def _bench_setting(policy, task, cfg, sequences_per_step, repeats, seed):
             t1 = time.perf_counter()
             scores = task.token_scores(expand(problems, cfg.group_size), ro.completion_ids, ro.mask)
             t2 = time.perf_counter()
-            with prompt_sharing(share):
-                update(algo, ro, scores)
+            update(algo, ro, scores)  # the rollout carries share_prompts to the update's passes
             t3 = time.perf_counter()
             times.append(
                 {"total": t3 - t0, "sample": t1 - t0, "reward": t2 - t1, "prep": clock["prep"],

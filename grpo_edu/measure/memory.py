@@ -15,7 +15,7 @@ import torch
 from .. import functional as Fn
 from ..algorithms import make_algorithm
 from ..model import ModelConfig, TinyGPT
-from ..rollout import completion_values, prompt_sharing, sample_batch
+from ..rollout import completion_values, sample_batch
 from ..train import collect, minibatches, update
 from ..warmstart.presets import make_task, resolve_preset
 from .common import progress_bar, rngs
@@ -125,7 +125,7 @@ def _activation_bytes(algo, ro, scores) -> dict:
     return {"policy": saved(lambda: algo.loss(batch, idx)), "critic": saved(critic_loss) if critic is not None else 0}
 
 
-def setup_step(algorithm, model, preset, seed, with_reference=None, device=None):
+def setup_step(algorithm, model, preset, seed, with_reference=None, device=None, share_prompts=True):
     """(algorithm, device, sample): ``algorithm`` set up on a copy of ``model`` (a module) or on
     a RANDOM-init policy (``model`` a config, default the preset's), the reference (a copy) only
     if it uses one (beta > 0); ``sample(n)`` collects n sequences of the task as train() does."""
@@ -142,7 +142,8 @@ def setup_step(algorithm, model, preset, seed, with_reference=None, device=None)
     reference = copy.deepcopy(policy) if with_reference else None
     algo = algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed))
     G, (rng, gen) = algo.config.group_size, rngs(seed, device)
-    return algo, device, lambda n: collect(algo, lambda: sample_batch(policy, task, n // G, G, rng, gen))
+    sample = lambda n: sample_batch(policy, task, n // G, G, rng, gen, share_prompts=share_prompts)  # noqa: E731
+    return algo, device, lambda n: collect(algo, lambda: sample(n))
 
 
 def step_memory(
@@ -161,7 +162,7 @@ def step_memory(
     algorithm's default config on ``batch_size`` sequences of the preset's task (default: the
     preset's sequences_per_step). The reference is held only if used (beta > 0) unless
     ``with_reference`` says. ``share_prompts``: None as
-    `rollout.SHARE_PROMPTS` says (a group runs its prompt once); False: every row its own, so
+    the rollout's default (a group runs its prompt once); False: every row its own, so
     two algorithms differ only by their state. After one warm-up step (Adam m, v exist):
 
     MEASURED: "measured_peak_step" (update() only) and "measured_peak_with_rollout" (None
@@ -172,12 +173,9 @@ def step_memory(
     reference 4P, critic alike; "analytic_total" their sum (backward frees activations as it
     allocates grads: lower; unsaved temporaries such as logits: higher).
     """
-    if share_prompts is not None:  # the one switch of the sharing lives in rollout
-        with prompt_sharing(share_prompts):
-            return step_memory(algorithm_name, model_config, preset, batch_size, include_rollout, device, seed,
-                               with_reference)  # fmt: skip
     batch_size = resolve_preset(preset).sequences_per_step if batch_size is None else batch_size
-    algo, device, sample = setup_step(algorithm_name, model_config, preset, seed, with_reference, device)
+    share = share_prompts is not False  # None: the rollout's default, shared
+    algo, device, sample = setup_step(algorithm_name, model_config, preset, seed, with_reference, device, share)
     policy, G = algo.policy, algo.config.group_size
     if batch_size % G:
         raise ValueError(f"batch_size={batch_size} is not a multiple of group_size={G}")

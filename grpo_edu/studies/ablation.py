@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..algorithms import make_algorithm
-from ..rollout import prompt_sharing
 from ..train import train
 from ..warmstart.presets import make_task, resolve_preset, setup_torch
 from ..warmstart.reference import reference_policy
@@ -34,7 +33,7 @@ class Variant:
     sft: dict = field(default_factory=dict)  # SFTConfig overrides (the reference)
     rl: dict = field(default_factory=dict)  # config overrides for every algorithm
     grpo: dict = field(default_factory=dict)  # config overrides for GRPO only
-    share_prompts: bool = True  # False: every row runs its own copy of its prompt (rollout.prompt_sharing)
+    share_prompts: bool = True  # False: every row runs its own copy of its prompt (train's share_prompts)
 
 
 LABELLED_300 = dict(n_examples=300, target_accuracy=1.0, max_steps=300, eval_every=50)
@@ -45,7 +44,7 @@ ROWS = (
     Variant("defaults", "the library's defaults"),
     Variant(
         "prompts not shared",
-        "every row runs its own copy of its prompt (rollout.prompt_sharing(False)): the same math, other rounding",
+        "every row runs its own copy of its prompt (train(share_prompts=False)): the same math, other rounding",
         share_prompts=False,
     ),
     Variant("tied head", "output head = token embedding (tied)", model=dict(tie_embeddings=True)),
@@ -101,8 +100,8 @@ def run_variant(variant: Variant, preset, task, seed: int, steps: int, algorithm
     for name in algorithms:
         config = {**variant.rl, **(variant.grpo if name == "grpo" else {})}
         algo, label = make_algorithm(name, **config), f"{variant.name} / {name}"
-        with prompt_sharing(variant.share_prompts):
-            h = train(algo, task, ref, preset=preset, steps=steps, seed=seed, progress=progress, name=label)
+        h = train(algo, task, ref, preset=preset, steps=steps, seed=seed, progress=progress, name=label,
+                  share_prompts=variant.share_prompts)  # fmt: skip
         out[name] = {
             "final_accuracy": h.final_accuracy,
             "steps_to_90": h.first_reaching(0.9, "step"),
