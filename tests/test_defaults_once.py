@@ -14,8 +14,8 @@ OWNERS = {
     "grpo_edu/algorithms/grpo.py: group_size = 8",  # GRPOConfig.group_size
     "grpo_edu/warmstart/presets.py: sequences_per_step=512",  # _SIZES["cpu"]
 }
-# Written again in files of the ladder-side work of issue 47 (hf/, the studies and the regime it owns) and
-# of the speedrun, whose owners take them from the config and the preset; the set only shrinks.
+# Written again in files of other work of issue 47 (the speedrun's Run, spread_ablation's full budget), whose
+# owners take them from the preset; the set only shrinks.
 NOT_YET = {
     "grpo_edu/studies/speedrun.py: sequences_per_step = 512",
     "grpo_edu/studies/spread_ablation.py: sequences_per_step=512",
