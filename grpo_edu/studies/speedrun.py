@@ -40,6 +40,7 @@ import dataclasses
 import datetime
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
@@ -191,18 +192,23 @@ def speedrun(run: Run | None = None, sft_seconds: bool = True, progress: bool = 
     if len(task.eval_problems()) != run.eval_size:
         raise ValueError(f"the task's held-out set has {len(task.eval_problems())} problems, the rules {run.eval_size}")
     reference, info = reference_policy(preset, task=task, progress=progress, return_info=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     train(make_algorithm("grpo", **run.config), task, reference, preset=preset, steps=1, eval_every=1,
           sequences_per_step=run.sequences_per_step, progress=False)  # fmt: skip  # warm-up, untimed
     seeds = [_one_seed(run, preset, task, reference, preset.seed + k) for k in range(run.seeds)]
+    load = [load, os.getloadavg()[0] if hasattr(os, "getloadavg") else None]
     sft = None
     if sft_seconds:  # the reference's own training, apart: the same SFT, uncached
+        c0 = time.process_time()
         _, fresh = reference_policy(preset, task=task, cache=False, progress=False, return_info=True)
-        sft = {"seconds": fresh["seconds"], "steps": fresh["steps"], "accuracy": fresh["accuracy"]}
+        sft = {"seconds": fresh["seconds"], "cpu_seconds": time.process_time() - c0, "steps": fresh["steps"],
+               "accuracy": fresh["accuracy"]}  # fmt: skip
     med = lambda key: statistics.median(s[key] for s in seeds)  # noqa: E731
     return {
         "name": run.name or ("default" if not run.config and run.sequences_per_step == 512 else "tuned"),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         **machine(),
+        "load": load,  # the 1-minute load average before and after the seeds: others' work on the machine
         "config": dict(run.config),
         "sequences_per_step": run.sequences_per_step,
         "eval_every": eval_every(run),
@@ -255,16 +261,18 @@ def format_leaderboard(board: dict) -> str:
         f"{rules['preset']} preset,",
         f"evaluated every {rules['eval_samples']} completions; medians over at least {rules['min_seeds']} seeds",
         f"{'#':>2s} {'name':16s} {'wall s':>6s} {'cpu s':>6s} {'samples':>7s} {'tokens':>7s} {'TFLOP':>5s} "
-        f"{'seeds':>5s} {'kernel':7s} {'thr':>3s} {'date':10s} {'commit':11s} config",
+        f"{'seeds':>5s} {'kernel':7s} {'thr':>3s} {'load':>4s} {'date':10s} {'commit':11s} config",
     ]
     for i, r in enumerate(sorted(board["records"], key=key), 1):
         sec, cpu = ("never" if x is None else f"{x:.2f}" for x in (r["seconds"], r["cpu_seconds"]))
         flops = (r["forward_flops"] + r["backward_flops"]) / 1e12
         seeds = f"{r['reached']}/{len(r['seeds'])}"
         commit = r["commit"][:10] + ("+" if r.get("dirty") else "")
+        load = "" if not r.get("load") or None in r["load"] else f"{max(r['load']):.1f}"
         lines.append(
             f"{i:2d} {r['name'][:16]:16s} {sec:>6s} {cpu:>6s} {r['samples']:7.0f} {r['tokens']:7.0f} {flops:5.2f} "
-            f"{seeds:>5s} {r['kernel']:7s} {r['threads']:3d} {r['date'][:10]:10s} {commit:11s} {_config_text(r)}"
+            f"{seeds:>5s} {r['kernel']:7s} {r['threads']:3d} {load:>4s} {r['date'][:10]:10s} {commit:11s} "
+            f"{_config_text(r)}"
         )
     lines.append(f"CPU: {'; '.join(sorted({r['cpu'] for r in board['records']})) or 'no record yet'}")
     return "\n".join(lines)
@@ -284,7 +292,8 @@ def format_record(rec: dict) -> str:
     sft = rec["reference"]["sft"]
     if sft:
         lines.append(
-            f"the reference apart: SFT {sft['seconds']:.2f} s ({sft['steps']} steps, greedy {sft['accuracy']:.3f})"
+            f"the reference apart: SFT {sft['seconds']:.2f} s wall, {sft['cpu_seconds']:.2f} s CPU "
+            f"({sft['steps']} steps, greedy {sft['accuracy']:.3f})"
         )
     return "\n".join(lines)
 
