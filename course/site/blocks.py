@@ -65,6 +65,8 @@ BLOCKS = {
     "variance": Block(M, ("grpo-edu variance --preset cpu",)),
     "bench": Block(M, ("grpo-edu bench --preset cpu --memory-sweep",)),
     "trlbench": Block(M, ("grpo-edu bench --trl",), start=r"^seconds per GRPO cycle"),
+    "profile": Block(M, ("python -m grpo_edu.studies.speedrun --profile",)),
+    "speedrun": Block("speedrun.md", ("python -m grpo_edu.studies.speedrun --leaderboard",)),
     "gpucurve": Block(  # a CPU run of the gpu sizes takes hours: stopped early, then summarised
         M,
         (
