@@ -51,11 +51,23 @@ class ModelConfig:
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens seen so far: ``[B, H, S, Dh]`` each."""
+    """Keys and values of every layer for the tokens seen so far: ``[B, H, S, Dh]`` each.
+
+    Each new token's keys and values are appended (``torch.cat``: a new tensor each time, which
+    autograd follows). Without grad (sampling), ``reserve(n)`` keeps them instead in buffers of
+    ``n`` positions written in place, so a token costs its own keys and values, not a copy of the
+    whole prefix (the same numbers)."""
 
     def __init__(self, n_layers: int):
         self.keys: list[torch.Tensor | None] = [None] * n_layers
         self.values: list[torch.Tensor | None] = [None] * n_layers
+        self.capacity: int | None = None
+        self._buffers: list[tuple | None] = [None] * n_layers  # (keys, values) of `capacity` positions
+
+    def reserve(self, capacity: int) -> "KVCache":
+        """Write what comes without grad into buffers of ``capacity`` positions (see the class)."""
+        self.capacity = capacity
+        return self
 
     @property
     def length(self) -> int:
@@ -69,12 +81,24 @@ class KVCache:
         is shared by the ``G`` completions of its group). Differentiable."""
         self.keys = [None if k is None else k.index_select(0, index) for k in self.keys]
         self.values = [None if v is None else v.index_select(0, index) for v in self.values]
+        self._buffers = [None] * len(self.keys)
         return self
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        if self.keys[layer] is not None:
-            k = torch.cat([self.keys[layer], k], dim=2)
-            v = torch.cat([self.values[layer], v], dim=2)
+        past_k, past_v = self.keys[layer], self.values[layer]
+        if self.capacity is not None and not torch.is_grad_enabled():  # in place, into the buffers
+            S, end = self.layer_length(layer), self.layer_length(layer) + k.shape[2]
+            if self._buffers[layer] is None:  # the first token, or after select_rows: a buffer, the past copied
+                shape = (k.shape[0], k.shape[1], max(self.capacity, end), k.shape[3])
+                self._buffers[layer] = (k.new_empty(shape), v.new_empty(shape))
+                if past_k is not None:
+                    self._buffers[layer][0][:, :, :S], self._buffers[layer][1][:, :, :S] = past_k, past_v
+            buf_k, buf_v = self._buffers[layer]
+            buf_k[:, :, S:end], buf_v[:, :, S:end] = k, v
+            k, v = buf_k[:, :, :end], buf_v[:, :, :end]
+        elif past_k is not None:
+            k = torch.cat([past_k, k], dim=2)
+            v = torch.cat([past_v, v], dim=2)
         self.keys[layer], self.values[layer] = k, v
         return k, v
 

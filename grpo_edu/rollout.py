@@ -196,7 +196,7 @@ def generate(
     prompts = prompt_ids.to(device).repeat_interleave(group_size, dim=0)
     B, greedy = prompts.shape[0], temperature == 0
     scale = 1.0 if greedy else temperature
-    cache = model.new_cache() if use_cache else None
+    cache = model.new_cache().reserve(prompts.shape[1] + max_new_tokens) if use_cache else None
     seq, step_input = prompts, prompts
     tokens, logps, alive = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)

@@ -210,3 +210,23 @@ def test_share_prompts_is_a_parameter_the_rollout_carries(tiny_policy):
     torch.testing.assert_close(lp, shared.logprobs, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="share_prompts must be True or False"):
         generate(tiny_policy, prompts, share_prompts=None)
+
+
+def test_a_reserved_cache_writes_in_place_without_grad_and_matches(tiny_policy):
+    """``KVCache.reserve(n)``: under no_grad each token's keys and values go into one buffer (the
+    same storage from token to token), the logits those of the appending cache; with grad it appends."""
+    ids = torch.randint(3, 13, (4, 9))
+    plain, reserved = tiny_policy.new_cache(), tiny_policy.new_cache().reserve(12)
+    with torch.no_grad():
+        a = [tiny_policy(ids[:, :6], plain)] + [tiny_policy(ids[:, t : t + 1], plain) for t in range(6, 9)]
+        b = [tiny_policy(ids[:, :6], reserved)]
+        storage = reserved.keys[0].untyped_storage().data_ptr()
+        b += [tiny_policy(ids[:, t : t + 1], reserved) for t in range(6, 9)]
+    assert reserved.keys[0].untyped_storage().data_ptr() == storage and reserved.length == plain.length == 9
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+    with_grad = tiny_policy.new_cache().reserve(12)
+    tiny_policy(ids[:, :6], with_grad)
+    out = tiny_policy(ids[:, 6:], with_grad)
+    out.sum().backward()  # appended (torch.cat): autograd follows it
+    assert with_grad.keys[0].requires_grad and with_grad.length == 9
