@@ -230,3 +230,20 @@ def test_a_reserved_cache_writes_in_place_without_grad_and_matches(tiny_policy):
     out = tiny_policy(ids[:, 6:], with_grad)
     out.sum().backward()  # appended (torch.cat): autograd follows it
     assert with_grad.keys[0].requires_grad and with_grad.length == 9
+
+
+def test_the_profile_counts_each_phase(reference):
+    """One profiled step: every phase timed; the backward's FLOPs twice the update's forward ones, the
+    reference's forward as many as the sampling's prompt-and-decode (the same rows, one model each);
+    the table prints them with the peak and the step's limit."""
+    from grpo_edu.studies.step_profile import PHASES, format_profile, profile_step
+
+    r = profile_step("cpu", steps=1, warmup=0)
+    p = r["phases"]
+    assert set(p) == set(PHASES) and all(v["seconds"] > 0 for v in p.values())
+    assert p["update: backward"]["flops"] == 2 * p["update: forward + loss"]["flops"] > 0
+    assert p["score"]["flops"] == 0 and p["generate (sample completions)"]["flops"] > 0
+    assert p["prepare: reference log-probs, advantages"]["flops"] > 0 and r["evaluation"]["flops"] > 0
+    assert 10 < r["peak"][0] < 10_000 and all(v["ops"] > 0 for v in p.values())
+    text = format_profile(r)
+    assert "step, evaluation included" in text and "the step's FLOPs" in text and text.count("\n") >= 14

@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..algorithms import make_algorithm
 from ..evaluation import evaluate
 from ..model import forward_flops
-from ..rollout import expand, generate
+from ..rollout import expand, generate, policy_logprobs, reference_logprobs
 from ..train import finite, minibatches
 from ..warmstart.presets import get_preset, make_task, resolve_preset, setup_torch
 from ..warmstart.reference import reference_policy
@@ -143,6 +143,7 @@ def timed_step(algo, task, n_prompts: int, rng, generator, phase: _Phases) -> No
                 opt.step()
                 [float(v) for v in (grad_norm, *stats.values())]  # the step's log, as update() reads it
     policy.eval()
+    return ro, batch
 
 
 def matmul_peak(d_model: int, mlp_ratio: int, rows: int = 1024, repeats: int = 15) -> tuple[float, tuple]:
@@ -187,12 +188,21 @@ def profile_step(preset="cpu", steps: int = 10, warmup: int = 3, seed: int = 0, 
         timed_step(algo, task, n_prompts, rng, generator, _Phases())
     counter = FlopCounter(policy, reference)
     per_step, totals = [], []
+    parts = {"reference": [], "policy": []}  # two phases' main part, timed again apart on the same batch
     for _ in range(steps):
         phase = _Phases(counter)
         t0 = time.process_time()
-        timed_step(algo, task, n_prompts, rng, generator, phase)
+        ro, batch = timed_step(algo, task, n_prompts, rng, generator, phase)
         totals.append(time.process_time() - t0)
         per_step.append(phase)
+        t0 = time.process_time()
+        with torch.no_grad():
+            reference_logprobs(reference, ro, cfg.beta, cfg.kl_placement)
+        parts["reference"].append(time.process_time() - t0)
+        idx = minibatches(ro.batch_size, cfg.minibatches, torch.Generator().manual_seed(0))[0]
+        t0 = time.process_time()
+        policy_logprobs(policy, batch, idx)
+        parts["policy"].append((time.process_time() - t0) * cfg.epochs * cfg.minibatches)
     with _OpCount() as ops:
         counted = _Phases(ops=ops)
         timed_step(algo, task, n_prompts, rng, generator, counted)
@@ -227,6 +237,7 @@ def profile_step(preset="cpu", steps: int = 10, warmup: int = 3, seed: int = 0, 
         "group_size": cfg.group_size,
         "updates": cfg.epochs * cfg.minibatches,
         "phases": phases,
+        "parts": {k: statistics.median(v) for k, v in parts.items()},
         "step": sum(p["seconds"] for p in phases.values()) + loop,  # the phases' medians and the loop's
         "evaluation": {"seconds": statistics.median(eval_seconds), "flops": eval_flops, "ops": eval_ops},
         "eval_problems": len(task.eval_problems()),
@@ -256,16 +267,22 @@ def format_profile(r: dict) -> str:
          round(ev["ops"] / every))
     )  # fmt: skip
     total = step + ev["seconds"] / every
+    of_which = {PHASES[3]: ("reference", "the reference's forward*"), PHASES[4]: ("policy", "the policy's forward*")}
     for name, sec, flops, ops in rows:
         rate = f"{flops / sec / 1e9:8.1f}" if flops else f"{'':8s}"
         lines.append(
             f"{name:44s} {1e3 * sec:7.2f} {sec / total:6.1%} {flops / 1e9:6.3f} {rate} {1e3 * flops / peak / 1e9:10.2f} {ops:6d}"
         )
+        if name in of_which:  # timed again apart, on the same batch
+            key, label = of_which[name]
+            part = r["parts"][key]
+            lines.append(f"{'  of which ' + label:44s} {1e3 * part:7.2f} {part / total:6.1%}")
     flops, ops = sum(f for _, _, f, _ in rows), sum(o for *_, o in rows)
     other = total - sum(s for _, s, _, _ in rows)
     lines.append(f"{'the loop around the phases':44s} {1e3 * other:7.2f} {other / total:6.1%}")
     lines.append(f"{'step, evaluation included':44s} {1e3 * total:7.2f} {1:6.1%} {flops / 1e9:6.3f} "
                  f"{flops / total / 1e9:8.1f} {1e3 * flops / peak / 1e9:10.2f} {ops:6d}")  # fmt: skip
+    lines.append("* timed again apart, on the same batch: the rest of the phase is the loss's arithmetic")
     lines.append(
         f"peak of torch.mm on the step's shapes: {peak:.1f} GFLOP/s at {shape[0]}x{shape[1]} @ {shape[1]}x{shape[2]}; "
         f"the step's FLOPs"
