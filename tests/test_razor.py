@@ -99,7 +99,7 @@ def _res(sft_new, rl_new, sft=(0.2, 0.5), rl=(0.1, 0.2), early=(0.05, 0.02)):
                 runs.append({"method": m, "lr": lr, "target": 0.45, "seed": s, "steps": 10, "new": new,
                              "old": 0.4 - drop * scale, "drop": drop * scale, f"kl {razor.PRIMARY}": kl_s,
                              f"kl {other}": 1.0 - kl_s})  # fmt: skip
-    res = {"seeds": [0, 1, 2], "targets": [0.45], "control": 0.3, "base": {"old": 0.44, "new": 0.2},
+    res = {"seeds": [0, 1, 2], "targets": [0.45], "early": 0.3, "base": {"old": 0.44, "new": 0.2},
            "reference": {"old": 0.54, "new": 0.01}, "runs": runs}  # fmt: skip
     res["fit"] = {d: razor.line_fit([r[f"kl {d}"] for r in runs], [r["drop"] for r in runs]) for d in razor.DIRECTIONS}
     return res

@@ -100,11 +100,11 @@ class GRPOConfig:
     """AdamW betas (TRL adam_beta1, adam_beta2)."""
     # what RL changes (notebook 12): a reward that ignores correctness, one sign of the advantage
     reward_signal: str = "true"
-    """"true": the task's | "random": Bernoulli(random_reward_p) | "wrong": 1 if wrong (Shao et al. 2025)."""
+    """"true": the task's | "random": Bernoulli(random_reward_p) (Shao et al. 2025) | "negated": 1 - correct."""
     random_reward_p: float = 0.5
     """P(reward 1) of reward_signal="random", whatever the answer (Shao et al. 2025: 0.5)."""
     advantage_sign: str = "both"
-    """"both" | "negative": only A < 0, NSR | "positive": only A > 0, PSR (Zhu et al. 2025)."""
+    """"both" | "negative": only A < 0 | "positive": only A > 0 (Zhu et al. 2025's NSR / PSR on the group's A)."""
     positive_weight: float = 1.0
     """lambda on A > 0; W-REINFORCE: 0.1 (Zhu et al. 2025)."""
 
@@ -139,7 +139,7 @@ class GRPOConfig:
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
             warmup_steps=dict(lo=0),
-            reward_signal=dict(choices={"true", "random", "wrong"}),
+            reward_signal=dict(choices={"true", "random", "negated"}),
             random_reward_p=dict(lo=0, hi=1),
             advantage_sign=dict(choices={"both", "negative", "positive"}),
             positive_weight=dict(lo=0),
@@ -189,7 +189,7 @@ class GRPO(Algorithm):
             scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=cfg.kl_kind)
         else:
             rewards = Fn.masked_sum(scores, mask, dim=1)  # r_i = R(q, a_i)
-        if cfg.reward_signal != "true":  # a reward that ignores correctness: r_i = 1 - c_i | Bernoulli(p)
+        if cfg.reward_signal != "true":  # a reward that ignores correctness: Bernoulli(p) | 1 - c_i
             rewards = spurious_rewards(rewards, cfg.reward_signal, cfg.random_reward_p, self.generator)
         adv, st = Fn.group_advantages(  # A_i = (r_i - mean(r_group)) / (std(r_group) + eps)
             rewards, cfg.group_size, scale=cfg.scale_rewards, eps=cfg.adv_eps, unbiased=cfg.unbiased_std,

@@ -2,8 +2,8 @@
 
 - ``dynamic_sampling=True`` (DAPO): only the groups whose rewards differ are trained on,
   sampled again until there are enough (`dynamic_sampling`).
-- ``reward_signal`` other than "true" (notebook 12): a reward that ignores correctness
-  (`spurious_rewards`).
+- ``reward_signal`` other than "true" (notebook 12): a reward that ignores correctness, or the true
+  one negated (`spurious_rewards`).
 
 The objectives (PPO's clip, GSPO, CISPO) are the rows of ``grpo.POLICY_LOSSES``; a sampler that is
 not the trainer (``sampler_dtype``) is sampler.py.
@@ -48,24 +48,28 @@ def dynamic_sampling(sample, group_size: int, max_resample: int):
 
 
 def spurious_rewards(correct: torch.Tensor, signal: str = "true", p: float = 0.5, generator=None) -> torch.Tensor:
-    """A reward that may ignore correctness (Shao et al. 2025, "Spurious Rewards"), per completion:
+    """A reward that ignores correctness, or turns it around, per completion (notebook 12):
 
-        "true":    r_i = c_i                       (the checker: c_i = 1 for a right answer, else 0)
-        "wrong":   r_i = 1 - c_i                   (paid for a wrong answer)
-        "random":  r_i ~ Bernoulli(p), independent of c_i
+        "true":     r_i = c_i                      (the checker: c_i = 1 for a right answer, else 0)
+        "random":   r_i ~ Bernoulli(p), independent of c_i (Shao et al. 2025's random reward, p = 0.5)
+        "negated":  r_i = 1 - c_i                  (the true objective negated: every wrong answer paid)
+
+    "negated" is not Shao et al.'s "incorrect label" reward, which pays only the answers that match one
+    fixed wrong label per prompt (a relabelled task: `grpo_edu.studies.regimes.spurious_rewards.IncorrectLabels`);
+    maximising 1 - c_i is minimising the accuracy, so the accuracy must fall.
 
     correct: [B] of 0/1; ``generator`` draws the random rewards (a seeded ``torch.Generator``).
     Returns [B] float rewards.
     """
     _ndim("correct", correct, 1, "[B] (one 0/1 per completion)")
-    _choice("signal", signal, ("true", "wrong", "random"))
+    _choice("signal", signal, ("true", "random", "negated"))
     _in_range("p", p, 0.0, 1.0)
     c = correct.float()
     if bool(((c != 0) & (c != 1)).any()):
         raise ValueError("correct must hold only 0 and 1")
     if signal == "true":
         return c
-    if signal == "wrong":
+    if signal == "negated":
         return 1.0 - c
     u = torch.rand(c.shape, generator=generator, device="cpu" if generator is None else generator.device)
     return (u.to(c.device) < p).float()

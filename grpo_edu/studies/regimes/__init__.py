@@ -11,8 +11,8 @@ module each, its runner and its figure:
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
     thinking      a scratchpad that can make the answer right: R1-Zero's length curve, by difficulty
-    spurious_rewards  a reward that ignores correctness (random, wrong answers): does it raise accuracy, via the clip?
-    negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE: pass@k (spread world)
+    spurious_rewards  a reward that ignores correctness (random, incorrect label): does it raise accuracy, via the clip?
+    negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE, as Zhu et al. and group-centred
     razor         subtraction taught by SFT and by GRPO to one accuracy: addition's drop against the KL (RL's Razor)
 
 Beside them, what they share: common.py (the claim's form, a preset's task with knobs, a progress
@@ -96,12 +96,13 @@ TABLE = {
     ),
     "spurious_rewards": Regime(
         spurious_rewards.run_spurious, spurious_rewards.figure,
-        "GRPO (beta 0) on the true, a random and a wrong-answer reward; one update per batch, several, no clip",
+        "GRPO (beta 0) on the true, a random and an incorrect-label reward; one update per batch, several, no clip; "
+        "both worlds",
         "12 section 1",
     ),
     "negative_samples": Regime(
         negative_samples.run_negative_samples, negative_samples.figure,
-        "world='spread': GRPO, only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE (0.1)",
+        "world='spread', beta 0: GRPO; NSR, PSR, W-REINFORCE (0.1) as Zhu et al. (A = +-1, no baseline) and group-centred",
         "12 section 2",
     ),
     "razor": Regime(

@@ -18,7 +18,7 @@ and some subtraction. From that base, per seed:
     SFT    train_sft on subtraction (batch ``SFT_BATCH``), one run per lr of ``sft_lrs``
     RL     GRPO on subtraction (beta 0: no KL penalty holds it near the base), one per lr of ``rl_lrs``
     both   stopped at the same greedy held-out subtraction accuracy ``target`` (checked every 2 steps)
-    controls  SFT and RL (each at its first lr) stopped at ``control`` < target ("SFT early", "RL early"):
+    controls  SFT and RL (each at its first lr) stopped at ``early`` < target ("SFT early", "RL early"):
               comparisons at unequal accuracy
 
 MEASURED per run: greedy held-out accuracy on subtraction (new) and addition (old); the drop =
@@ -66,11 +66,11 @@ PRIMARY = "base||ft"  # the direction the claims use (the other is printed besid
 # "full": the verb's; "notebook": notebook 12 part 2's; "tiny": the tests' (seconds, numbers meaningless). GRPO at
 # lr 1e-3 (and with only negative samples at 3e-4) diverged from this base: subtraction fell to ~2% in 120 steps
 SIZES = {
-    "full": dict(targets=(0.5,), control=0.3, sft_lrs=(3e-5, 1e-4, 3e-4), rl_lrs=(3e-5, 1e-4, 3e-4), max_steps=250,
+    "full": dict(targets=(0.5,), early=0.3, sft_lrs=(3e-5, 1e-4, 3e-4), rl_lrs=(3e-5, 1e-4, 3e-4), max_steps=250,
                  kl_prompts=200, kl_group=4, base_steps=1000),
-    "notebook": dict(targets=(0.45,), control=0.3, sft_lrs=(1e-4, 3e-4), rl_lrs=(1e-4, 3e-4), max_steps=120,
+    "notebook": dict(targets=(0.45,), early=0.3, sft_lrs=(1e-4, 3e-4), rl_lrs=(1e-4, 3e-4), max_steps=120,
                      kl_prompts=100, kl_group=4, base_steps=1000),
-    "tiny": dict(targets=(0.25,), control=0.23, sft_lrs=(1e-4,), rl_lrs=(3e-4,), max_steps=2, kl_prompts=4, kl_group=2,
+    "tiny": dict(targets=(0.25,), early=0.23, sft_lrs=(1e-4,), rl_lrs=(3e-4,), max_steps=2, kl_prompts=4, kl_group=2,
                  base_steps=2),
 }  # fmt: skip
 
@@ -167,7 +167,7 @@ def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", prog
     base_acc = {"old": float(evaluate(base, old)), "new": float(evaluate(base, new))}
     ref_acc = {"old": float(evaluate(reference, old)), "new": float(evaluate(reference, new))}
     plan = [(m, lr, t) for t in z["targets"] for m, lrs in (("SFT", z["sft_lrs"]), ("RL", z["rl_lrs"])) for lr in lrs]
-    plan += [("SFT early", z["sft_lrs"][0], z["control"]), ("RL early", z["rl_lrs"][0], z["control"])]
+    plan += [("SFT early", z["sft_lrs"][0], z["early"]), ("RL early", z["rl_lrs"][0], z["early"])]
     progress_bar = bar(len(seeds) * len(plan), "RL's razor", progress)
     runs = []
     for seed in seeds:
@@ -178,7 +178,7 @@ def run_razor(reference, preset="cpu", seeds=(0, 1, 2), size: str = "full", prog
             runs.append({"method": method, "lr": lr, "target": target, "seed": seed, "steps": steps, **m})
             progress_bar.update(1)
     progress_bar.close()
-    res = {"size": size, "seeds": list(seeds), "targets": list(z["targets"]), "control": z["control"], "base": base_acc,
+    res = {"size": size, "seeds": list(seeds), "targets": list(z["targets"]), "early": z["early"], "base": base_acc,
            "reference": ref_acc, "base_sft_steps": steps_of(base_hist, z["base_steps"]), "runs": runs}  # fmt: skip
     res["fit"] = {d: line_fit([r[f"kl {d}"] for r in runs], [r["drop"] for r in runs]) for d in DIRECTIONS}
     res["claims"] = claims(res)
@@ -296,14 +296,14 @@ def claims(res) -> list:
             verdict(r2, 0.5, 0.2),
         ),
         claim(
-            f"control, unequal accuracy: SFT stopped at {res['control']:g} forgets less than RL at the target",
+            f"control, unequal accuracy: SFT stopped at {res['early']:g} forgets less than RL at the target",
             f"SFT early: subtraction {spread(new['SFT early'], '.3f')}, addition drop "
             f"{spread(drop['SFT early'], '.3f')}; RL at the target {spread(drop['RL'], '.3f')} "
             f"({rule(0.0, -0.02, 'RL minus SFT early, per seed', n)})",
             verdict(paired(drop["RL"], drop["SFT early"]), 0.0, -0.02),
         ),
         claim(
-            f"control, unequal accuracy: RL stopped at {res['control']:g} forgets less than SFT at the target",
+            f"control, unequal accuracy: RL stopped at {res['early']:g} forgets less than SFT at the target",
             f"RL early: subtraction {spread(new['RL early'], '.3f')}, addition drop "
             f"{spread(drop['RL early'], '.3f')}; SFT at the target {spread(drop['SFT'], '.3f')} "
             f"({rule(0.0, -0.02, 'SFT minus RL early, per seed', n)})",
@@ -327,7 +327,7 @@ def figure(res):
         for m, (marker, color) in marks.items():
             pts = [r for r in res["runs"] if r["method"] == m]
             if pts:
-                label = f"{m[:-6]} stopped at {res['control']:g} (unmatched)" if m.endswith("early") else m
+                label = f"{m[:-6]} stopped at {res['early']:g} (unmatched)" if m.endswith("early") else m
                 ax.scatter([r[f"kl {d}"] for r in pts], [r["drop"] for r in pts], marker=marker, label=label,
                            **({"facecolors": "none", "edgecolors": color} if m.endswith("early") else {"color": color}))  # fmt: skip
         fit = res["fit"][d]
