@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 @dataclass
@@ -127,6 +128,12 @@ class CausalSelfAttention(nn.Module):
         if last is not None:  # every position's keys and values, the queries of the last `last` only
             q = q[:, :, T - last :]
         Tq = q.shape[2]
+        if x.dtype in (torch.bfloat16, torch.float16):  # a sampler copy in low precision (sampler.py): a
+            # fused kernel, as a serving engine runs it, with the softmax in fp32 (the written-out one
+            # below would round each weight and the normaliser to the low precision)
+            mask = None if Tq == 1 else self.mask_bias[past + T - Tq : past + T, : past + T] == 0
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return self.proj(y.transpose(1, 2).reshape(B, Tq, C))
         # y = softmax(q k^T / sqrt(Dh) + mask) v over the past + T keys: att [B, H, Tq, past + T]
         att = (q * (1.0 / math.sqrt(C // self.n_heads))) @ k.transpose(2, 3)
         if Tq > 1:  # new position i sees the cached prefix and the new positions up to i
