@@ -18,11 +18,13 @@ def _registry():
     return course.checks
 
 
-def run_checks(notebook: str, namespace: dict):
-    """Run every check of ``notebook`` on its namespace (`course.checks.run_checks`)."""
-    return _registry().run_checks(notebook, namespace)
+def run_checks(notebook: str, namespace: dict) -> None:
+    """Run every check of ``notebook`` on its namespace (`course.checks.run_checks`): it prints the checks
+    that passed and raises on one that failed; nothing is returned, so the cell shows no numbers."""
+    _registry().run_checks(notebook, namespace)
 
 
-def seed_range(notebook: str, name: str, quantity: str | None = None) -> tuple[float, float, int]:
-    """(lowest, highest, how many) of a recorded quantity over five seeds (`course.checks.seed_range`)."""
-    return _registry().seed_range(notebook, name, quantity)
+def seed_range(notebook: str, name: str, quantity: str | None = None, here: float | None = None):
+    """(lowest, highest, how many) of a recorded quantity over five seeds, this run's ``here`` among them
+    (`course.checks.seed_range`)."""
+    return _registry().seed_range(notebook, name, quantity, here)

@@ -412,9 +412,12 @@ def held_out(notebook: str, name: str) -> list[dict]:
     return out
 
 
-def seed_range(notebook: str, name: str, quantity: str | None = None) -> tuple[float, float, int]:
+def seed_range(
+    notebook: str, name: str, quantity: str | None = None, here: float | None = None
+) -> tuple[float, float, int]:
     """(lowest, highest, how many) of a registered quantity over the calibration draws (seed shifts
-    0-4): what a lesson quotes as "from ... to ... over five seeds"."""
+    0-4): what a lesson quotes as "from ... to ... over five seeds". With ``here`` (this run's value),
+    this run stands in for the recorded draw of its own seed shift, so that the range holds it."""
     if quantity is None:
         quantities = {
             m["quantity"] for d in records(notebook)["draws"] for m in d["results"].get(name, {}).get("measured", [])
@@ -422,8 +425,10 @@ def seed_range(notebook: str, name: str, quantity: str | None = None) -> tuple[f
         if len(quantities) != 1:
             raise ValueError(f"{notebook}.{name} records {sorted(quantities)}: name the quantity")
         quantity = quantities.pop()
-    values = [m["value"] for _, m in _values(notebook, name, quantity, "calibration")]
-    if not values:
+    shift = int(os.environ.get(SHIFT_ENV) or 0)
+    pairs = _values(notebook, name, quantity, "calibration")
+    values = [m["value"] for d, m in pairs if here is None or d["shift"] != shift] + ([] if here is None else [here])
+    if not pairs:
         raise ValueError(f"no calibration draw records {notebook}.{name}: {quantity!r}")
     return min(values), max(values), len(values)
 
@@ -446,22 +451,20 @@ def _kernels(caps: list[str]) -> str:
 def _calibration_cell(notebook: str, c: Check, ms: list[dict]) -> str:
     if c.exact:
         return "exact: the same on every seed"
-    parts = []
+    parts, where = [], ""
     for m in ms:
         cal = calibration(notebook, c.name, m["quantity"])
         if not cal["n"]:
             parts.append("not calibrated")
             continue
-        lo, hi = min(cal["values"]), max(cal["values"])
         where = f"shifts {_shifts(cal['shifts'])} ({_kernels(cal['capabilities'])})"
+        lo, hi = min(cal["values"]), max(cal["values"])
+        span = f"{_num(lo)} to {_num(hi)}"
         if c.asserted:
-            parts.append(
-                f"{_num(lo)} to {_num(hi)} at {where}; mean {_num(cal['mean'])}, sd {_num(cal['sd'])}"
-                f"{' (log10)' if cal['scale'] == 'log10' else ''}: bound {cal['sd_from_bound']:.1f} sd away"
-            )
-        else:
-            parts.append(f"{_num(lo)} to {_num(hi)} at {where}")
-    return "; ".join(dict.fromkeys(parts))
+            log = " (log10)" if cal["scale"] == "log10" else ""
+            span += f": mean {_num(cal['mean'])}{log}, sd {_num(cal['sd'])}, bound {cal['sd_from_bound']:.1f} sd away"
+        parts.append(span)
+    return (f"{where}: " if where else "") + "<br>".join(parts)
 
 
 def _shifts(shifts: list[int]) -> str:
@@ -507,6 +510,9 @@ def drift(notebook: str, outcomes: list[Outcome]) -> list[str]:
     return out
 
 
+PIPE = "\\|"  # a "|" inside a table cell
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -533,16 +539,17 @@ def table(notebooks=CONVERTED) -> str:
                 ),
                 ms,
             )
-            rule = "<br>".join(f"`{m['quantity']} {m['op']} {_num(m['bound'])}`" for m in ms) or "not yet drawn"
+            rule = "<br>".join(f"`{m['quantity']} {m['op']} {_num(m['bound'])}`" for m in ms).replace("|", "\\|")
+            rule = rule or "not yet drawn"
             if not c.asserted:
                 rule = f"printed: {_cell(c.why_printed)}"
             ctrl = _cell(c.control)
             vals = [f"{_num(m['control'])}" for m in zero if m["control"] is not None]
             if vals and c.asserted:
                 ctrl += f" ({', '.join(vals)})"
+            calib = _calibration_cell(nb, c, ms).replace("|", PIPE)
             lines.append(
-                f"| `{c.name}` | {_cell(c.claim)} | {rule} | {ctrl} | {_cell(_calibration_cell(nb, c, ms))} "
-                f"| {_cell(_held_out_cell(nb, c))} |"
+                f"| `{c.name}` | {_cell(c.claim)} | {rule} | {ctrl} | {calib} | {_cell(_held_out_cell(nb, c))} |"
             )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -551,9 +558,9 @@ def table(notebooks=CONVERTED) -> str:
 BEGIN, END = "<!-- BEGIN checks registry -->", "<!-- END checks registry -->"
 
 
-def page_with_table(page: str) -> str:
+def page_with_table(page: str, notebooks=CONVERTED) -> str:
     """``page`` (the testing page's text) with the block between the markers replaced by `table`."""
     if BEGIN not in page or END not in page:
         raise ValueError(f"the page has no {BEGIN} ... {END} block")
     head, rest = page.split(BEGIN, 1)
-    return head + BEGIN + "\n" + table() + END + rest.split(END, 1)[1]
+    return head + BEGIN + "\n" + table(notebooks) + END + rest.split(END, 1)[1]

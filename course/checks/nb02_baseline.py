@@ -2,9 +2,11 @@
 
 Before this registry the notebook held 5 assert lines (the reward rises, x1.3, over the three runs;
 the critic's seconds per step, x1.3; the critic as large as the policy; its 16P bytes; activations
-over 10x the critic's bytes). Each runs here, in both worlds where it measures a run, with its control
-computed beside it; the unbiasedness and softmax identities and the bandit's turn, printed before,
-are checked too. Four results the lesson prints are recorded, not checked (`printed`).
+over 10x the critic's bytes). Four run here, in both worlds where they measure a run, with their
+controls computed beside them; the seconds per step, whose spread in the spread world left no bound
+three deviations from both it and its control, is a printed result, and the passes the critic adds
+to a step are checked instead (exactly). The unbiasedness and softmax identities and the bandit's
+turn, printed before, are checked too. Four results the lesson prints are recorded, not checked.
 """
 
 from __future__ import annotations
@@ -95,17 +97,25 @@ def reward_rises(ns):
 
 @check(
     NB,
-    claim="The critic costs time: its median seconds per step over REINFORCE's, in each world",
-    control="the batch-mean baseline over REINFORCE (no second network)",
+    exact=True,
+    claim="The critic costs time: each step runs a second network, its forward and backward passes "
+    "(measure.step_cost counts them)",
+    control="REINFORCE's step, which runs no critic (0 passes)",
 )
-def critic_costs_time(ns):
-    out = []
-    for w in WORLDS:
-        s = ns["summary"][w]
-        ratio = s["critic V(s_t)"]["step_s"] / s["REINFORCE"]["step_s"]
-        control = s["batch mean"]["step_s"] / s["REINFORCE"]["step_s"]
-        out.append(Measured(f"{w}: critic's seconds per step over REINFORCE's", ratio, ">", 1.2, control, "log"))
-    return out
+def critic_passes(ns):
+    from grpo_edu import measure
+
+    cost = {a: measure.step_cost(a, preset=ns["preset"], n_steps=1, seed=ns["SEED"]) for a in ("baseline", "reinforce")}
+    return [
+        Measured(
+            f"critic {d} passes per step",
+            cost["baseline"]["passes_per_step"][f"critic_{d}"],
+            ">",
+            0.5,
+            cost["reinforce"]["passes_per_step"][f"critic_{d}"],
+        )
+        for d in ("forward", "backward")
+    ]
 
 
 @check(
@@ -155,6 +165,23 @@ def activations_dominate(ns):
 
 
 # ------------------------------------------------------------------ printed, not checked
+
+
+@printed(
+    NB,
+    claim="The critic's median seconds per step over REINFORCE's, in each world",
+    why="a timing on a shared 2-core machine: its control, the batch mean over REINFORCE (no second network), "
+    "moved with the load as much as the ratio did, so no bound sat three deviations from both (the values are in "
+    "this row); the passes the critic adds to a step are checked instead (critic_passes)",
+)
+def critic_costs_time(ns):
+    out = []
+    for w in WORLDS:
+        s = ns["summary"][w]
+        ratio = s["critic V(s_t)"]["step_s"] / s["REINFORCE"]["step_s"]
+        control = s["batch mean"]["step_s"] / s["REINFORCE"]["step_s"]
+        out.append(Measured(f"{w}: critic's seconds per step over REINFORCE's", ratio, ">", 1.2, control, "log"))
+    return out
 
 
 def _lead(ns, w, key):
