@@ -50,7 +50,11 @@ RECORDS = HERE / "records"
 RECORD_ENV = "GRPO_EDU_CHECKS_RECORD"  # a folder: each run of a check cell writes its draw there
 SHIFT_ENV = "GRPO_EDU_SEED_SHIFT"
 KERNEL_ENV = "ATEN_CPU_CAPABILITY"
-CONVERTED = ("02_baseline", "02_baseline_variance")  # the notebooks whose checks live here
+CONVERTED = (
+    "02_baseline",
+    "02_baseline_variance",
+    "04_grpo",
+)  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
 
