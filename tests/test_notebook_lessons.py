@@ -31,7 +31,6 @@ NOT_CONVERTED = {
     "00_arithmetic_world",
     "01_reinforce",
     "03_ppo",
-    "04_grpo_3_variants",
     "05_side_by_side",
     "06_graduate_to_trl",
     "07_where_each_idea_pays",

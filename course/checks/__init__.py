@@ -55,6 +55,7 @@ CONVERTED = (
     "02_baseline_variance",
     "04_grpo",
     "04_grpo_2_estimators",
+    "04_grpo_3_variants",
 )  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
