@@ -1,13 +1,17 @@
 """The spread-world ablation (issue 45): each arm switches one thing; the verdicts, the score-norm
 prediction and the stored result (tests/data/spread_ablation), whose first numbers the study reproduces."""
 
+import json
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
 
 from grpo_edu import functional as Fn
 from grpo_edu.studies import spread_ablation as sa
+
+STORED = Path(__file__).resolve().parent / "data" / "spread_ablation" / "ablation.json"
 
 
 def _config(name: str) -> dict:
@@ -90,3 +94,47 @@ def test_tiny_run_gives_a_row_per_arm_and_its_base():
     assert len(base["reward"]) == sa.SIZES["tiny"]["steps"] and base["evals"][-1][1] == 2 * 32
     assert all(k is not None for k in base["kl"]) and all(k is None for k in arm["kl"])  # beta 0: no KL term
     assert 0.0 <= arm["easy"] <= 1.0 and 0.0 <= arm["hard"] <= 1.0 and arm["kl_end"] > 0.0
+
+
+# ------------------------------------------------------------------ the stored result notebook 05 reads
+@pytest.fixture(scope="module")
+def stored():
+    return json.loads(STORED.read_text())
+
+
+def test_stored_result_has_every_arm_of_every_world(stored):
+    assert stored["seeds"] == [0, 1, 2] and [stored[k] for k in ("steps", "sequences_per_step")] == [128, 512]
+    assert stored["command"] == "python -m grpo_edu.studies.spread_ablation --seeds 3"
+    assert set(stored["worlds"]) == set(sa.WORLD_ARMS)
+    for world, w in stored["worlds"].items():
+        assert list(w["runs"]) == [a for a in sa.ARMS if a in sa.WORLD_ARMS[world]]
+        for arm, rs in w["runs"].items():
+            assert len(rs) == 3, (world, arm)
+            for r in rs:
+                assert len(r["reward"]) == 128 and r["evals"][-1][:2] == [128, 128 * 512]
+                assert r["accuracy"] == r["evals"][-1][3] and 0.0 <= r["hard"] <= 1.0
+        assert w["table"] == json.loads(json.dumps(sa.table(w["runs"])))  # the rows are what table() makes of them
+        ref = stored["reference"][world]
+        assert [m["seed"] for m in ref] == [0, 1, 2]
+        for m in ref:
+            assert set(m["relative_variance"]) >= {"reinforce", "baseline", "ppo", "grpo"}
+            assert 0.0 <= m["wrong_share"] <= 1.0 and -1.0 < m["critic_ev"] < 1.0
+
+
+def test_the_study_reproduces_the_stored_first_steps(stored):
+    """Two steps of the stored GRPO and REINFORCE runs of the spread world, seed 0, from the same reference:
+    the start's accuracy exactly, each step's sampled reward to 4 answers in 512 (float rounding); the
+    stored runs of seed 1 differ from it by more (the comparison can tell one run from another)."""
+    from grpo_edu import get_preset, make_task, reference_policy
+
+    p = get_preset("cpu", world="spread")
+    task = make_task(p)
+    reference = reference_policy(p, task=task, progress=False)
+    tolerance, other_seed = 4 / 512, []
+    for arm in ("GRPO", "REINFORCE"):
+        kept = stored["worlds"]["spread"]["runs"][arm]
+        run = sa.run_arm(arm, reference, task, p, 0, steps=2, sequences_per_step=512, eval_every=10)
+        assert run["evals"][0][3] == kept[0]["evals"][0][3]
+        assert max(abs(a - b) for a, b in zip(run["reward"], kept[0]["reward"][:2], strict=True)) < tolerance, arm
+        other_seed.append(max(abs(a - b) for a, b in zip(run["reward"], kept[1]["reward"][:2], strict=True)))
+    assert max(other_seed) > tolerance, other_seed  # control: another seed's run is farther than the tolerance

@@ -273,21 +273,26 @@ def as_comparison(res: dict, world: str, at_reference: dict | None = None, memor
 
 
 def format_table(res: dict) -> str:
-    n, lines = len(res["seeds"]), []
-    lines.append(f"held-out accuracy (greedy) after {res['steps']} steps x {res['sequences_per_step']} completions, "
-                 f"seeds {res['seeds']}: mean [min, max]; easy / hard: both operands < 60 or not; diff: paired by "
-                 f"seed, from its base arm; closes: that move over the gap from its rung to REINFORCE")  # fmt: skip
-    head = f"{'arm':27s} {'accuracy':21s} {'easy':6s} {'hard':6s} {'to 90%':14s} {'KL':>5s}  {'diff from base':22s}"
+    """The table of every world's arms, at most 118 characters wide (the rows also hold "easy" and "closes")."""
+    import textwrap
+
+    n = len(res["seeds"])
+    legend = (f"held-out accuracy (greedy) after {res['steps']} steps x {res['sequences_per_step']} completions, "
+              f"seeds {res['seeds']}: mean [min, max]; hard: the mean on the problems with an operand >= 60; to 90%: "
+              f"completions, min-max over seeds; KL: KL(pi || pi_ref) per answer at the end; diff: paired by seed, "
+              f"from its base arm")  # fmt: skip
+    lines = textwrap.wrap(legend, 118)
+    head = f"{'arm':26s}{'accuracy':21s}{'hard':>5s}  {'to 90%':20s}{'KL':>4s}  {'diff from base':24s}verdict"
     for world, w in res["worlds"].items():
-        lines += ["", f"{world} world", head + f" {'closes':>6s}  verdict"]
+        lines += ["", f"{world} world", head]
         for r in w["table"]:
             d = "" if r["diff"] is None else spread(r["diff"], "+.3f")
-            c = "" if r["closes"] is None else f"{r['closes']:+.0%}"
             mean = lambda k, r=r: sum(r[k]) / len(r[k])  # noqa: E731
             to = reach(r["samples_to_target"], ",")
-            lines.append(f"{r['arm']:27s} {spread(r['accuracy'], '.3f'):21s} {mean('easy'):.3f}  {mean('hard'):.3f}  "
-                         f"{to:14s} {mean('kl_end'):5.2f}  {d:22s} {c:>6s}  {r['verdict']}")  # fmt: skip
-    lines.append(f"verdict: the switch raises final held-out accuracy ({rule(MARGIN, 0.0, 'the paired change', n)})")
+            lines.append(f"{r['arm']:26s}{spread(r['accuracy'], '.3f'):21s}{mean('hard'):5.2f}  {to:20s}"
+                         f"{mean('kl_end'):4.1f}  {d:24s}{r['verdict']}".rstrip())  # fmt: skip
+    rule_text = rule(MARGIN, 0.0, "the paired change", n)
+    lines += textwrap.wrap(f"verdict: the switch raises final held-out accuracy ({rule_text})", 118)
     return "\n".join(lines)
 
 
@@ -395,6 +400,11 @@ def main(argv=None):
     a = p.parse_args(argv)
     previous = [json.load(open(f)) for f in a.reuse]
     res = run_spread_ablation(a.preset, a.seeds, a.worlds, a.arms, a.tiny, a.steps, previous)
+    flags = [f"--seeds {a.seeds}"] + (["--tiny"] if a.tiny else []) + ([f"--steps {a.steps}"] if a.steps else [])
+    flags += [] if a.worlds == list(WORLD_ARMS) else ["--worlds " + " ".join(a.worlds)]
+    res["command"] = " ".join(
+        ["python -m grpo_edu.studies.spread_ablation", *flags]
+    )  # what made it (--reuse: the same)
     res["reference"] = {w: r for prev in previous for w, r in prev.get("reference", {}).items() if w in a.worlds}
     save(res, a.out)
     print(format_table(res))
@@ -407,9 +417,13 @@ def main(argv=None):
 
 
 def save(res: dict, path) -> None:
+    """``res`` as JSON, one key a line, each list of numbers on one line."""
+    import re
+
+    text = json.dumps(res, indent=1)
+    text = re.sub(r"\[([-+\d.eE,\s]|null|NaN|Infinity)*\]", lambda m: " ".join(m.group(0).split()), text)
     with open(path, "w") as f:
-        json.dump(res, f, indent=1)
-        f.write("\n")
+        f.write(text + "\n")
 
 
 if __name__ == "__main__":
