@@ -55,6 +55,18 @@ def validate(config, **rules) -> None:
 BOOL = dict(choices={True, False})  # the rule of a yes/no field
 
 
+def adamw(params, lr: float, betas=(0.9, 0.999)) -> torch.optim.AdamW:
+    """AdamW without weight decay (the policy's and the critic's optimizer), its update in one fused
+    kernel for all the parameters where this torch has one for their device (torch >= 2.4 on a CPU:
+    the same update to float rounding, a few operations a step instead of ten per parameter), else
+    the per-parameter loop batched (``foreach``, the same numbers as the plain loop)."""
+    params, betas = list(params), tuple(betas)
+    try:
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=0.0, fused=True)
+    except (RuntimeError, ValueError):  # no fused kernel for these parameters' device or dtype
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=0.0, foreach=True)
+
+
 def check_replacements(functions: dict, where: str) -> dict:
     """``functions`` (name -> replacement of that function of `grpo_edu.functional`), checked: each
     name is the core's, each replacement callable and able to take every parameter of the original
@@ -139,9 +151,7 @@ class Algorithm:
             for p in reference.parameters():
                 p.requires_grad_(False)
         cfg = self.config
-        self.optimizer = torch.optim.AdamW(
-            policy.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas), weight_decay=0.0
-        )
+        self.optimizer = adamw(policy.parameters(), cfg.lr, cfg.adam_betas)
         w = cfg.warmup_steps  # linear warmup of the learning rate (no scheduler without one)
         self.scheduler = (
             torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda u: min(1.0, (u + 1) / w)) if w else None

@@ -14,6 +14,7 @@ import torch
 from .. import functional as Fn
 from ..model import ValueModel
 from ..rollout import completion_values
+from .base import adamw
 
 
 class Critic:
@@ -32,7 +33,7 @@ class Critic:
             self.model = ValueModel.from_policy(policy)
         else:
             self.model = ValueModel(policy.config).to(policy.device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.0)
+        self.optimizer = adamw(self.model.parameters(), lr)
         self.max_grad_norm, self.value_clip = max_grad_norm, value_clip
         self.fn = Fn if functions is None else functions  # the algorithm's (its value_loss may be replaced)
 
