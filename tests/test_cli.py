@@ -152,7 +152,7 @@ def test_bad_arguments_are_one_line_errors_naming_the_flag(argv, match, capsys):
 def _verb_names():
     from grpo_edu.command.cli import VERBS
 
-    return [*VERBS, "check-notebooks"]
+    return [*VERBS, "speedrun", "check-notebooks"]
 
 
 def test_help_lists_every_verb_once_and_every_default_once(capsys, monkeypatch):

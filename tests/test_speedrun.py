@@ -129,6 +129,29 @@ def test_a_run_that_breaks_a_rule_is_refused_and_not_recorded(change, says, tmp_
     assert not board.exists()
 
 
+def test_the_grpo_edu_verb_hands_its_arguments_to_the_speedrun(tmp_path, monkeypatch, capsys):
+    """``grpo-edu speedrun ...`` is the speedrun's own command: its help, its refusal (one line, exit
+    status 2, nothing trained or recorded), its leaderboard; a flag it does not have is one line too."""
+    from grpo_edu.command.cli import main
+
+    board = tmp_path / "board.json"
+    monkeypatch.setattr(S, "LEADERBOARD", board)
+    monkeypatch.setattr(S, "speedrun", lambda *a, **k: pytest.fail("a refused run must not train"))
+    with pytest.raises(SystemExit) as exc:
+        main(["speedrun", "--help"])
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("usage: grpo-edu speedrun [-h] [--profile]")
+    assert main(["speedrun", "--seeds", "2"]) == 2
+    assert capsys.readouterr().err == "speedrun: refused: the speedrun takes the median of at least 3 seeds, not 2\n"
+    assert not board.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["speedrun", "--seed", "2"])  # train's flag, not the speedrun's
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("grpo-edu speedrun: error: ")
+    board.write_text(json.dumps({"rules": S.RULES, "records": []}))
+    assert main(["speedrun", "--leaderboard"]) == 0
+    assert capsys.readouterr().out.startswith("GRPO to greedy accuracy 0.9 on the 500 held-out problems")
+
+
 def test_one_seed_counts_what_it_ran(task, reference, cpu_preset):
     """Two steps that do not reach the target: samples are steps x sequences, tokens the completions'
     lengths, every evaluation counted (step 0, 1, 2); its time is infinite. A target the reference

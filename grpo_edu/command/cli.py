@@ -15,7 +15,7 @@ import textwrap
 
 COMPARE_SECONDS = 30.0  # compare --budget seconds without --seconds
 VERB_NAMES = ("compare", "train", "sample", "reference", "bench", "sweep", "variance", "ablate", "trl-launch", "regimes",
-              "check-notebooks")  # the order --help lists them; _parser declares each  # fmt: skip
+              "speedrun", "check-notebooks")  # the order --help lists them; _parser declares each  # fmt: skip
 CONFIG_VERBS = ("train", "compare")  # the verbs with every config field as a flag, and --config
 CONFIG_HELP = "a .toml, .yaml or .json file of flag = value (the flags' names; a flag given too beats it)"
 
@@ -101,7 +101,7 @@ class _TopHelp(argparse.RawDescriptionHelpFormatter):
 
 def _parser(algo: str = "grpo", only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's flags, declared in one place in the order ``--help`` lists them (long
-    because there are eleven verbs; each block is a flat list of ``add_argument`` calls). ``train``
+    because there are twelve verbs; each block is a flat list of ``add_argument`` calls). ``train``
     also takes every field of ``algo``'s config, ``compare`` every field of the four (config_io.py).
     ``only``: the verb the command line names, the one whose config fields and regime names are read
     (the others keep their own flags; None: every verb whole, as a test or ``--help`` of all reads them)."""
@@ -287,6 +287,11 @@ def _parser(algo: str = "grpo", only: str | None = None) -> argparse.ArgumentPar
         )
     g.add_argument("--seeds", type=_int(1), default=2, metavar="N", help="seeds per run")
     g.add_argument("--out", default="out/regimes", metavar="DIR", help="folder for one PNG figure per regime")
+    sub.add_parser(  # its own flags and rules (grpo_edu/studies/speedrun.py): main hands it the arguments
+        "speedrun",
+        add_help=False,
+        help="GRPO to 90%% held-out accuracy, timed by the speedrun's rules, recorded on its leaderboard",
+    )
     n = sub.add_parser(
         "check-notebooks",
         formatter_class=_VerbHelp,
@@ -308,7 +313,8 @@ def _parser(algo: str = "grpo", only: str | None = None) -> argparse.ArgumentPar
     common = [v for v, p in verbs.items() if "--preset" in p._option_string_actions]
     others = [v for v in verbs if v not in common]
     parser.epilog = textwrap.fill(
-        f"Every verb but {' and '.join(others)} takes --preset cpu|gpu|auto, --world, --seed and --quiet; "
+        f"Every verb but {', '.join(others[:-1])} and {others[-1]} takes --preset cpu|gpu|auto, --world, --seed and "
+        "--quiet; "
         "sample takes --seed. grpo-edu VERB --help lists each verb's flags, with their defaults.",
         79,
     )
@@ -692,6 +698,10 @@ def _check_verb(argv) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _check_verb(argv)
+    if argv[:1] == ["speedrun"]:  # its own flags and rules: grpo_edu/studies/speedrun.py
+        from ..studies.speedrun import main as speedrun
+
+        return speedrun(argv[1:], prog="grpo-edu speedrun")
     algo, values, path = _read_config(argv)
     parser = _parser(algo, only=argv[0] if argv and argv[0] in VERB_NAMES else "")
     verbs = parser._subparsers._group_actions[0].choices

@@ -317,18 +317,34 @@ def _parse_set(items: list[str]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m grpo_edu.studies.speedrun", description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+    """An argument error is one line, ``PROG: error: ...`` (as the grpo-edu command's), with exit status 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"{self.prog}: error: {' '.join(message.split())} ({self.prog} --help lists the flags)\n")
+        raise SystemExit(2)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m grpo_edu.studies.speedrun") -> int:
+    """The command (``grpo-edu speedrun``, or ``python -m grpo_edu.studies.speedrun``): parse, check the
+    rules (a refusal is one line, exit status 2, nothing recorded), run, record."""
+    p = _Parser(prog=prog, description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--profile", action="store_true", help="print where one default step's time goes, and its limit")
     p.add_argument("--leaderboard", action="store_true", help="print the leaderboard and exit")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a GRPOConfig field (repeatable)")
-    p.add_argument("--sequences-per-step", type=int, default=512)
-    p.add_argument("--seeds", type=int, default=RULES["min_seeds"])
-    p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (the rules fix it)")
-    p.add_argument("--eval-size", type=int, default=RULES["eval_problems"])
-    p.add_argument("--target", type=float, default=RULES["target"])
-    p.add_argument("--world", default=RULES["world"])
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--sequences-per-step", type=int, default=512, metavar="N", help="completions per step (divides 5120)"
+    )
+    p.add_argument("--seeds", type=int, default=RULES["min_seeds"], metavar="N", help="seeds 0..N-1 (at least 3)")
+    p.add_argument(
+        "--eval-every", type=int, default=None, metavar="N", help="steps between evaluations (the rules fix it)"
+    )
+    p.add_argument(
+        "--eval-size", type=int, default=RULES["eval_problems"], metavar="N", help="held-out problems (all 500)"
+    )
+    p.add_argument("--target", type=float, default=RULES["target"], metavar="ACC", help="held-out accuracy (0.9)")
+    p.add_argument("--world", default=RULES["world"], metavar="NAME", help="the task's world (default)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="torch threads (1)")
     p.add_argument("--name", default="", help="the record's name (default: 'default' or 'tuned')")
     p.add_argument("--no-record", action="store_true", help="print the result, do not append it")
     p.add_argument("--no-sft-timing", action="store_true", help="do not time the reference's SFT apart")
