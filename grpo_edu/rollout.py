@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from . import functional as Fn
+from .model import gather_rows
 
 # Each prompt once: the G rows of a group share their prompt, so generation and teacher forcing
 # run each distinct prompt once and hand its KV cache to its rows (the same numbers to float
@@ -279,7 +280,7 @@ def teacher_forced(model: nn.Module, rollout: Rollout, share_prompts: bool | Non
         return model(rollout.input_ids)[:, P - 1 : -1]
     prompts, inverse = shared
     cache = model.new_cache()
-    first = model(prompts, cache, last=1).index_select(0, inverse)  # predicts completion token 0
+    first = gather_rows(model(prompts, cache, last=1), inverse)  # predicts completion token 0
     if T == 1:
         return first
     rest = model(rollout.completion_ids[:, :-1], cache.select_rows(inverse))  # tokens 1..T-1
