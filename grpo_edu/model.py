@@ -106,6 +106,12 @@ class KVCache:
     def select_rows(self, index: torch.Tensor) -> "KVCache":
         """Keep the rows ``index`` of every layer (rows may repeat: a prompt computed once
         is shared by the ``G`` completions of its group). Differentiable."""
+        if all(b is not None for b in self._buffers):  # reserved buffers: gather them whole, free room included
+            lengths = [self.layer_length(i) for i in range(len(self.keys))]
+            self._buffers = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self._buffers]
+            self.keys = [k[:, :, :n] for (k, _), n in zip(self._buffers, lengths, strict=True)]
+            self.values = [v[:, :, :n] for (_, v), n in zip(self._buffers, lengths, strict=True)]
+            return self
         self.keys = [None if k is None else gather_rows(k, index) for k in self.keys]
         self.values = [None if v is None else gather_rows(v, index) for v in self.values]
         self._buffers = [None] * len(self.keys)
