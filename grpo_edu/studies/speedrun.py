@@ -66,6 +66,7 @@ RULES = {  # what every record keeps; check_rules refuses anything else
     "eval_samples": 5120,  # evaluate every this many sampled completions (10 steps of 512)
     "min_seeds": 3,
 }
+BATCH = get_preset(RULES["preset"]).sequences_per_step  # the preset's completions per step (512 on cpu)
 MAX_SAMPLES = 204_800  # a seed below the target after this many completions (400 steps of 512) never reaches it
 
 
@@ -74,7 +75,7 @@ class Run:
     """One speedrun's settings: what the rules look at, and the GRPO config it trains with."""
 
     config: dict = dataclasses.field(default_factory=dict)  # GRPOConfig fields that differ from the default
-    sequences_per_step: int = 512
+    sequences_per_step: int = BATCH
     eval_every: int | None = None  # steps between evaluations; None: the rules' (5,120 completions)
     eval_size: int = 500
     target: float = 0.9
@@ -205,7 +206,7 @@ def speedrun(run: Run | None = None, sft_seconds: bool = True, progress: bool = 
                "accuracy": fresh["accuracy"]}  # fmt: skip
     med = lambda key: statistics.median(s[key] for s in seeds)  # noqa: E731
     return {
-        "name": run.name or ("default" if not run.config and run.sequences_per_step == 512 else "tuned"),
+        "name": run.name or ("default" if not run.config and run.sequences_per_step == BATCH else "tuned"),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         **machine(),
         "load": load,  # the 1-minute load average before and after the seeds: others' work on the machine
@@ -242,7 +243,7 @@ def append_record(record: dict, path: Path = LEADERBOARD) -> None:
 
 def _config_text(rec: dict) -> str:
     parts = [f"{k}={v}" for k, v in sorted(rec["config"].items())]
-    if rec["sequences_per_step"] != 512:
+    if rec["sequences_per_step"] != BATCH:
         parts.append(f"sequences_per_step={rec['sequences_per_step']}")
     return ", ".join(parts) or "defaults"
 
@@ -333,7 +334,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m grpo_edu.studies.
     p.add_argument("--leaderboard", action="store_true", help="print the leaderboard and exit")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a GRPOConfig field (repeatable)")
     p.add_argument(
-        "--sequences-per-step", type=int, default=512, metavar="N", help="completions per step (divides 5120)"
+        "--sequences-per-step",
+        type=int,
+        default=BATCH,
+        metavar="N",
+        help=f"completions per step (divides 5120; default {BATCH})",
     )
     p.add_argument("--seeds", type=int, default=RULES["min_seeds"], metavar="N", help="seeds 0..N-1 (at least 3)")
     p.add_argument(
