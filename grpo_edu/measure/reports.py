@@ -99,20 +99,23 @@ def format_table(result: dict) -> str:
 # where a claim of `grpo-edu compare` that does not hold is explained (the start of its text -> the notebook)
 EXPLAINED = {
     "every rung learns": "notebook 05, section 2",
-    "reusing each batch": "notebook 05, section 5",
+    "reusing each batch": "notebook 05, sections 2 and 3 (in the spread world: the KL leash and GRPO's clip)",
     "a learned critic (PPO) beats": (
-        "notebook 05, section 5; what carries PPO's lead (the layout, not the critic): `python -m "
+        "notebook 05, section 2; what carries PPO's lead (the layout, not the critic): `python -m "
         "grpo_edu.studies.gap_ablation`; where a critic's credit pays: notebook 08, part 2"
     ),
-    "GRPO reaches the target in less wall time": "notebook 05, section 5",
-    "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 4",
-    "GRPO's G completions per prompt": "notebook 05, section 4",
-    "a baseline lowers the variance": "notebook 02, section 2, and 02_baseline_variance, section 2; the advantage's falls: notebook 08",
+    "GRPO reaches the target in less wall time": "notebook 05, section 6",
+    "dropping the critic saves memory": "notebook 03, section 6, and notebook 05, section 5",
+    "GRPO's G completions per prompt": "notebook 05, section 5",
+    "a baseline lowers the variance": (
+        "notebook 02, section 2, and 02_baseline_variance, section 2; in the spread world: notebook 05, section 4; "
+        "the advantage's falls: notebook 08"
+    ),
     "the critic learns to predict": (
         "02_baseline_variance, section 1; V(s_0)'s ceiling: notebook 08, part 1; V(s_t) token by token: notebook 08, "
         "part 2"
     ),
-    "the group baseline gives GRPO": "notebook 05, section 3, and notebook 08",
+    "the group baseline gives GRPO": "notebook 05, section 4, and notebook 08",
 }
 
 
