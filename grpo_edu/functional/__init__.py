@@ -8,6 +8,7 @@ pieces. The core is split by concern, one page of equations per module:
     logprobs.py     log-probs of the chosen tokens, entropy, the KL estimators, the KL-penalised reward
     losses.py       REINFORCE's loss, PPO's clipped surrogate, the value loss, the end of every rung's loss
     objectives.py   the objectives after DAPO: GSPO, CISPO, the importance weight of a sampler apart
+    off_policy.py   the corrections for a sampler k updates behind: AReaL's decoupled weight, IcePop, M2PO
 
 and ``from grpo_edu import functional as Fn; Fn.<name>`` reaches every one of them. Notation and
 shapes (as in the notebooks):
@@ -49,6 +50,7 @@ from .logprobs import entropy, exact_kl, kl_estimate, kl_penalized_rewards, toke
 from .losses import clipped_surrogate_loss, policy_gradient_loss, regularized_loss, value_loss
 from .objectives import SAMPLER_IS_MODES as SAMPLER_IS_MODES  # the modes of sampler_importance_weights
 from .objectives import cispo_loss, gspo_loss, sampler_importance_weights, sequence_log_ratio
+from .off_policy import decoupled_weights, icepop_weights, m2po_mask
 from .reductions import AGGREGATIONS as AGGREGATIONS  # the modes of aggregate_loss: every loss_type
 from .reductions import aggregate_loss, masked_mean, masked_normalize, masked_sum, masked_whiten
 
@@ -58,6 +60,6 @@ __all__ = [
     "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
     "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss", "regularized_loss",
     "sequence_log_ratio", "gspo_loss", "cispo_loss", "sampler_importance_weights",
-    "signed_advantages",
+    "signed_advantages", "decoupled_weights", "icepop_weights", "m2po_mask",
 ]  # fmt: skip
 """Every function of the core (the names `grpo_edu.plug` and ``functions=`` may replace)."""
