@@ -119,7 +119,6 @@ def answers_record(task, problems, completions, correct) -> dict:
     return summarize(hard, [task.form(c) == "scratchpad" for c in completions], length, np.asarray(correct, float))
 
 
-
 class DirectOnly(torch.nn.Module):
     """``policy`` with every token that is not a digit or ``<eos>`` forbidden: it can only answer
     directly. Greedy, its held-out accuracy is the policy's direct-answer ceiling."""
