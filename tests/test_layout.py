@@ -71,6 +71,8 @@ def test_the_extras_run_only_with_their_knob(task, reference):
         (dict(policy_loss="cispo"), "functional/objectives.py"),
         (dict(policy_loss="gspo"), "functional/objectives.py"),
         (dict(sampler_dtype="bfloat16"), "algorithms/sampler.py"),
+        (dict(policy_lag=2, off_policy_correction="decoupled"), "functional/off_policy.py"),
+        (dict(off_policy_correction="m2po"), "algorithms/off_policy.py"),
     ]:
         seen, _ = _one_update(make_algorithm("grpo", **knobs), task, reference)
         assert where in seen, knobs

@@ -13,8 +13,9 @@ function in place of the core's. Each file holds its rung whole, written one way
 (``prepare``) and its loss: reinforce.py the return, baseline.py ``G_t - b``, ppo.py GAE and the
 clipped surrogate, grpo.py the group advantage and the objective of its row in policy_losses.py
 (PPO's clip, GSPO, CISPO). Beside them: base.py (what the rungs share: the wiring, the range
-checks, the replaced functions), critic.py (the critic V(s_t) and its step), grpo_extras.py and
-sampler.py (GRPO's extras, each used only when its knob is on).
+checks, the replaced functions), critic.py (the critic V(s_t) and its step), grpo_extras.py,
+sampler.py and off_policy.py (GRPO's extras, each used only when its knob is on: off_policy.py is a
+sampler k updates behind and the corrections for it).
 """
 
 from ..rollout import Batch

@@ -12,7 +12,7 @@ pi_old <- pi_theta. No value model: the G samples of the same prompt are each ot
 baseline. ``prepare`` below is the advantage, ``loss`` the objective, each a few calls into
 `grpo_edu.functional` with its equation beside it; the objective per token is a row of
 `POLICY_LOSSES` (``policy_loss``, policy_losses.py). The other production extras are elsewhere, each called only when its knob is on:
-a sampler apart (``sampler_dtype``) in sampler.py, DAPO's dynamic sampling in grpo_extras.py.
+a sampler apart (``sampler_dtype``) in sampler.py, or behind (``policy_lag``) in off_policy.py, DAPO's dynamic sampling in grpo_extras.py.
 
 The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
@@ -27,8 +27,8 @@ from ..functional import AGGREGATIONS, SAMPLER_IS_MODES
 from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logprobs
 from .base import BOOL, Algorithm, validate
 from .grpo_extras import dynamic_sampling, spurious_rewards
+from .off_policy import CORRECTIONS, check_off_policy_knobs, m2po_objective, sampler_apart, sampler_old_logprobs
 from .policy_losses import POLICY_LOSSES
-from .sampler import check_sampler_knobs, sampler_copy, trainer_old_logprobs
 
 
 @dataclass
@@ -107,6 +107,10 @@ class GRPOConfig:
     """"both" | "negative": only A < 0 | "positive": only A > 0 (Zhu et al. 2025's NSR / PSR on the group's A)."""
     positive_weight: float = 1.0
     """lambda on A > 0; W-REINFORCE: 0.1 (Zhu et al. 2025)."""
+    policy_lag: int = 0
+    """k: rollouts sampled by the weights k optimizer updates before the learner's (asynchronous RL; TRL async max_staleness)."""
+    off_policy_correction: str = "none"
+    """How the loss treats the sampler's log-probs, a row of off_policy.CORRECTIONS: "none" | "ppo_clip" | "decoupled" | ...."""
 
     def __post_init__(self):  # the allowed range of each field, in the order above
         validate(
@@ -143,6 +147,8 @@ class GRPOConfig:
             random_reward_p=dict(lo=0, hi=1),
             advantage_sign=dict(choices={"both", "negative", "positive"}),
             positive_weight=dict(lo=0),
+            policy_lag=dict(lo=0),
+            off_policy_correction=dict(choices=set(CORRECTIONS)),
         )
         own = POLICY_LOSSES[self.policy_loss].aggregation  # an objective whose definition includes its aggregation
         if own not in (None, self.loss_type):
@@ -151,7 +157,7 @@ class GRPOConfig:
             raise ValueError(
                 f"GRPOConfig.reward_signal={self.reward_signal!r} needs the 0/1 outcome: kl_placement 'loss' or 'none'"
             )
-        check_sampler_knobs(self)  # C_min < C_max; a truncation needs a bound (sampler.py)
+        check_off_policy_knobs(self)  # C_min < C_max; a truncation needs a bound (sampler.py); an integer lag
 
     @property
     def kl_kind(self) -> str:  # the KL estimator: kl_estimator, else k3 in the loss, k1 in the reward
@@ -165,11 +171,8 @@ class GRPO(Algorithm):
     name = "grpo"
     Config = GRPOConfig
 
-    def sampling_policy(self):  # the policy, or with sampler_dtype its copy in that dtype (sampler.py)
-        if self.config.sampler_dtype is None:
-            return self.policy
-        self._sampler = sampler_copy(self.policy, self.config.sampler_dtype, getattr(self, "_sampler", None))
-        return self._sampler
+    def sampling_policy(self):  # the policy; with policy_lag its weights k updates ago, with sampler_dtype a cast copy
+        return sampler_apart(self) if self.config.policy_lag or self.config.sampler_dtype is not None else self.policy
 
     def collect(self, sample):  # one rollout: sample() once, or DAPO's refill (grpo_extras.py)
         cfg = self.config
@@ -182,8 +185,8 @@ class GRPO(Algorithm):
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> Batch:
         Fn, cfg, mask = self.fn, self.config, rollout.mask  # Fn: grpo_edu.functional, or this run's replacements
         old, w, stats = rollout.logprobs, None, {}  # log pi_old: the policy sampled the rollout
-        if cfg.sampler_dtype is not None:  # a sampler apart: log pi_old by the trainer, w = pi_old / pi_sampler
-            old, w, stats = trainer_old_logprobs(self.policy, rollout, cfg)
+        if cfg.sampler_dtype is not None or cfg.policy_lag or cfg.off_policy_correction != "none":  # off_policy.py
+            old, w, stats = sampler_old_logprobs(self, rollout)  # apart: pi_old / pi_sampler; behind: pi_prox, w
         ref_logp = reference_logprobs(self.reference, rollout, cfg.beta, cfg.kl_placement)  # log pi_ref, beta > 0
         if cfg.beta > 0 and cfg.kl_placement == "reward":  # r_i = sum_t (score_t - beta * KL_t)
             scores, rewards = Fn.kl_penalized_rewards(scores, old, ref_logp, mask, cfg.beta, kind=cfg.kl_kind)
@@ -209,7 +212,9 @@ class GRPO(Algorithm):
         per_token, clip_stats = getattr(Fn, objective.function)(
             logp, batch.old_logp[idx], batch.advantages[idx], eps_low=eps_low, eps_high=eps_high, mask=mask
         )
-        if batch.is_weights is not None:  # a sampler apart (sampler.py): w = pi_old / pi_sampler on each token
+        if cfg.off_policy_correction == "m2po":  # M2PO (off_policy.py): the clip opened, extreme (log rho)^2 dropped
+            per_token, clip_stats = m2po_objective(Fn, objective, logp, batch, idx, mask)
+        if batch.is_weights is not None:  # a sampler apart (sampler.py) or behind (off_policy.py): w per token
             per_token = per_token * batch.is_weights[idx]
         if cfg.beta > 0 and cfg.kl_placement == "loss":  # + beta * k3(pi_theta, pi_ref), per token
             per_token = per_token + cfg.beta * Fn.kl_estimate(logp, batch.ref_logp[idx], cfg.kl_kind)
