@@ -121,6 +121,22 @@ def _what_rl_changes(c, approx):  # notebook 12's knobs: TRL takes a reward func
     return {}
 
 
+def _off_policy(c, approx):  # a sampler k updates behind (algorithms/off_policy.py)
+    if c.policy_lag > 0:
+        _no(
+            "policy_lag",
+            f"{c.policy_lag}: GRPOTrainer samples with the trainer's weights; TRL's AsyncGRPOTrainer lets the "
+            "lag vary up to max_staleness (weight syncs), where ours is fixed",
+        )
+    if c.off_policy_correction not in ("none", "ppo_clip"):  # with no lag both are GRPOTrainer's loss
+        _no(
+            "off_policy_correction",
+            f"{c.off_policy_correction!r} with no lag has no GRPOTrainer counterpart; TRL weighs a sampler apart "
+            "by vllm_importance_sampling_* ('tis' ~ token_truncate, 'decoupled'/'icepop' ~ token_mask)",
+        )
+    return {}
+
+
 def _dynamic(c, approx):
     if c.dynamic_sampling:
         _no(
@@ -240,6 +256,21 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
             ("vllm_importance_sampling_clip_min", "C_min, same"),
         )
     ),
+    (
+        "policy_lag",
+        "max_staleness (AsyncGRPOTrainer)",
+        "rollouts sampled by the weights k optimizer updates behind, a fixed k; TRL's async trainer bounds a "
+        "varying lag (AReaL max_head_offpolicyness, tinker sampling_steps_ahead); GRPOTrainer: 0",
+        _off_policy,
+    ),
+    (
+        "off_policy_correction",
+        "vllm_importance_sampling_mode",
+        "how the loss treats the lagged sampler's log-probs: 'tis' is token_truncate, 'decoupled' (AReaL, "
+        "behav_imp_weight_cap 5) and 'icepop' ([0.5, 5]) are token_mask, of pi_prox/pi_behav, the bounds "
+        "vllm_importance_sampling_clip_max/min; 'none' and 'ppo_clip' with no lag are GRPOTrainer's; 'm2po' has none",
+        lambda c, a: {},  # with policy_lag (_off_policy)
+    ),
 ]
 KNOB_MAP = tuple((ours, trl, note) for ours, trl, note, _ in _ROWS)
 """(grpo_edu GRPOConfig field, TRL GRPOConfig field(s), note), one row per field."""
@@ -258,6 +289,8 @@ NO_COUNTERPART = (
     ("grpo_edu", "rollout.prompt_sharing (on)", "each prompt run once for its G rows (same numbers, less compute)"),
     ("TRL", "use_bias_correction_kl=True (default)", "KL term times the ratio: a different KL gradient"),
     ("grpo_edu", "sampler_dtype='bfloat16'/'float16'", "the policy cast to it samples (TRL: a vLLM engine)"),
+    ("grpo_edu", "policy_lag > 0", "a sampler a fixed k updates behind (TRL: AsyncGRPOTrainer, max_staleness)"),
+    ("grpo_edu", "off_policy_correction='m2po'", "M2PO's second-moment mask"),
     *(
         ("TRL", f"loss_type={name!r} with minibatches > 1", "normalises by the whole generation batch's tokens")
         for name, row in TRL_LOSS_TYPES.items()
