@@ -240,6 +240,8 @@ def test_a_run_four_updates_behind_learns_and_the_same_run_without_updates_does_
         before, after, stats = _first_token_task(task, policy, algo, steps=25)
         gains[lr] = after - before
         assert before < 0.15 and stats["staleness"] == 4.0
+        assert ("off_policy_dropped_frac" in stats) == (correction == "decoupled")  # the share each drops, logged
+        assert ("m2po_dropped_frac" in stats) == (correction == "m2po")
     assert gains[3e-3] > 0.3 and not gains[1e-9] > 0.3, gains
 
 
