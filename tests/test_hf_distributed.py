@@ -135,6 +135,22 @@ def test_check_world():
         L.check_world([], 2)
 
 
+def test_a_rank_shuts_its_process_group_down_before_it_exits(tmp_path):
+    """A rank that finished closes its gloo group itself: left to the interpreter's exit, gloo's
+    worker threads can be destroyed unjoined and abort the rank (SIGABRT) after its work is done."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert dist.is_initialized()  # control: open until the worker closes it
+        L._close_process_group()
+        assert not dist.is_initialized()
+        L._close_process_group()  # a process without a group: nothing to do
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 @pytest.mark.parametrize(
     "kwargs, field",
     [

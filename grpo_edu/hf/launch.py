@@ -275,6 +275,20 @@ def worker(out, expect: int | None = None) -> None:
         r = injected_update(out / "model", task, loss_type, seed=job["seed"])
         torch.save(r, out / f"parity_{loss_type}_rank{rank}.pt")
     (out / f"rank{rank}.json").write_text(json.dumps(info))
+    _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Every rank done, the process group is shut down before the interpreter exits. Left to the
+    exit, gloo's worker threads can be destroyed before they are joined, and the rank aborts
+    (SIGABRT, "terminate called without an active exception") after its work is done, more often
+    the more the machine is loaded (pytorch/pytorch#65231). Only on success: a rank that failed
+    does not wait at a barrier its peers may never reach."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()  # no rank shuts its connections while another still uses them
+        dist.destroy_process_group()
 
 
 def main(argv=None) -> int:
