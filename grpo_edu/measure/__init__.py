@@ -12,6 +12,7 @@
     reports.py     the comparison's tables and claims as text
     verdicts.py    the one two-sided rule a claim's verdict comes from (compare and the regimes)
     fits.py        two curves of the RL literature fitted by least squares (Cui et al.'s R(H), Gao et al.'s gold(d))
+    entropy_mechanism.py  one step's entropy change as -eta Cov(log pi, A) (Cui et al.); Clip-Cov's, KL-Cov's tokens
     common.py      what the measurements share: seeded generators, flat gradients, a progress bar, spreads
 
 The longer jobs (bench, sweep, the variance study, the ablations, the regimes) are `grpo_edu.studies`,
@@ -24,6 +25,7 @@ from .common import flat_grad, progress_bar, rngs, trainable
 from .compare import ESTIMATOR_OF, LABELS, ORDER, TARGET, claims, own_variance, run_comparison, where_each_wins
 from .cost import step_cost
 from .credit import credit_on_error, critic_by_position, ev_by_position, first_wrong_position, oracle_values
+from .entropy_mechanism import clip_cov_tokens, kl_cov_tokens, predicted_entropy_change, token_covariance
 from .memory import SWEEP, memory_sweep, peak_memory, step_memory
 from .objectives import format_gspo_vs_grpo, format_sampler_mismatch, gspo_vs_grpo, sampler_mismatch
 from .reports import format_claims, format_table, format_wins
@@ -41,10 +43,10 @@ from .variance import (
 
 __all__ = [
     "ESTIMATORS", "ESTIMATOR_OF", "GROUP_ESTIMATORS", "LABELS", "ORDER", "SWEEP", "TARGET", "TOKEN_VIEW", "claims",
-    "credit_on_error", "critic_by_position", "estimator_advantages", "ev_by_position", "first_wrong_position",
-    "fit_critic", "flat_grad", "format_claims", "format_gspo_vs_grpo", "format_sampler_mismatch", "format_table",
-    "format_wins", "gradient_variance", "gspo_vs_grpo", "memory_sweep", "sampler_mismatch",
-    "optimal_baseline", "oracle_values", "own_variance", "peak_memory", "progress_bar", "rngs",
-    "run_comparison", "score_norms", "step_cost", "step_memory", "token_view_values", "trainable", "variance_stats",
-    "where_each_wins",
+    "clip_cov_tokens", "credit_on_error", "critic_by_position", "estimator_advantages", "ev_by_position",
+    "first_wrong_position", "fit_critic", "flat_grad", "format_claims", "format_gspo_vs_grpo",
+    "format_sampler_mismatch", "format_table", "format_wins", "gradient_variance", "gspo_vs_grpo", "kl_cov_tokens",
+    "memory_sweep", "sampler_mismatch", "optimal_baseline", "oracle_values", "own_variance", "peak_memory",
+    "predicted_entropy_change", "progress_bar", "rngs", "run_comparison", "score_norms", "step_cost", "step_memory",
+    "token_covariance", "token_view_values", "trainable", "variance_stats", "where_each_wins",
 ]  # fmt: skip
