@@ -11,7 +11,8 @@
     compare.py     the four rungs side by side (grpo-edu compare, notebook 05), where each wins, the claims
     reports.py     the comparison's tables and claims as text
     verdicts.py    the one two-sided rule a claim's verdict comes from (compare and the regimes)
-    fits.py        two curves of the RL literature fitted by least squares (Cui et al.'s R(H), Gao et al.'s gold(d))
+    fits.py        curves of the RL literature fitted by least squares (Cui et al.'s R(H), Gao et al.'s gold(d),
+                   ScaleRL's sigmoid R(C) in compute)
     entropy_mechanism.py  one step's entropy change as -eta Cov(log pi, A) (Cui et al.); Clip-Cov's, KL-Cov's tokens
     common.py      what the measurements share: seeded generators, flat gradients, a progress bar, spreads
 

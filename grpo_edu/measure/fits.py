@@ -1,4 +1,5 @@
-"""Two curves from the RL literature, fitted by least squares: each is linear in its two parameters.
+"""Three curves from the RL literature, fitted by least squares: the first two are linear in their two
+parameters, the third (ScaleRL's) is a sigmoid in log compute.
 
 Cui et al. 2025 (the entropy mechanism of RL for reasoning models): over a run, the reward R
 and the policy's entropy H trade as
@@ -17,6 +18,16 @@ RL: with d = sqrt(KL(pi || pi_ref)) the gold reward moves as
 with d log d = 0 at d = 0. For beta > 0 it rises, peaks at d* = exp(alpha / beta - 1) with
 gold - gold_0 = beta d* there, then falls; for beta <= 0 the fitted curve has no interior peak
 (`GaoFit.peak` says so instead of returning a number).
+
+Khatri et al. 2025 (ScaleRL, the art of scaling RL compute for LLMs): the reward against the compute C
+spent follows
+
+    R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
+
+with A the ceiling (C -> infinity), R0 the start, B the steepness and C_mid the compute at which half of
+the gain A - R0 is reached. Fitted on the early part of a run it predicts the rest; most design choices
+moved B and C_mid, few moved A. `fit_compute_law` is least squares over (R0, A, B, C_mid), or over
+(A, B, C_mid) with R0 given.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CuiFit", "GaoFit", "cui_fit", "gao_fit"]
+__all__ = ["ComputeLawFit", "CuiFit", "GaoFit", "compute_law", "cui_fit", "fit_compute_law", "gao_fit"]
 
 KL_TOLERANCE = 1e-6  # an exact KL this far below 0 is float rounding of 0; below that the input is wrong
 
@@ -190,3 +201,110 @@ def gao_fit(kl, gold, start: float | None = None) -> GaoFit:
     fit = GaoFit(float(alpha), float(beta), float(start), len(d), 0.0, (float(d[d > 0].min()), float(d.max())))
     rmse = float(np.sqrt(np.mean(fit.residuals(k, g) ** 2)))
     return GaoFit(fit.alpha, fit.beta, fit.start, fit.n, rmse, fit.d_range)
+
+
+def compute_law(compute, r0: float, a: float, b: float, c_mid: float) -> np.ndarray:
+    """R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) at each compute C > 0, as
+    s = 1 / (1 + exp(B (log C_mid - log C))), R = R0 + (A - R0) s (no overflow for any C)."""
+    s = _sigmoid(b * (math.log(c_mid) - np.log(np.asarray(compute, dtype=float))))
+    return r0 + (a - r0) * s
+
+
+def _sigmoid(u: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(u)), stable for large |u|."""
+    return np.exp(-np.logaddexp(0.0, u))
+
+
+@dataclass(frozen=True)
+class ComputeLawFit:
+    """R(C) = r0 + (a - r0) / (1 + (c_mid / C)^b), fitted on ``n`` points (``r0_fitted``: whether r0 was a
+    parameter or given); ``rmse``: root mean squared error of the reward on them."""
+
+    a: float
+    b: float
+    c_mid: float
+    r0: float
+    r0_fitted: bool
+    n: int
+    rmse: float
+
+    def predict(self, compute) -> np.ndarray:
+        """The fitted reward at each compute."""
+        return compute_law(_positive(np.asarray(compute, dtype=float).reshape(-1)), self.r0, self.a, self.b, self.c_mid)
+
+    def error(self, compute, reward) -> float:
+        """Mean absolute error of the prediction on (compute, reward) points, e.g. the later part of the run."""
+        c, r = _vectors(compute, reward, ("compute", "reward"), 1)
+        return float(np.mean(np.abs(self.predict(c) - r)))
+
+
+def _positive(c: np.ndarray) -> np.ndarray:
+    if not (c > 0).all():
+        raise ValueError(f"compute must be > 0 (the law is in C_mid / C), got {float(c.min()):.3g}")
+    return c
+
+
+def _law_parts(x: np.ndarray, theta: np.ndarray, r0: float | None):
+    """The law and its Jacobian in theta = (A, log B, log C_mid[, R0]) at x = log C."""
+    a, log_b, m = theta[:3]
+    r0_ = theta[3] if r0 is None else r0
+    b = math.exp(log_b)
+    s = _sigmoid(b * (m - x))
+    ds = -s * (1 - s)  # d s / d u, u = B (m - x)
+    columns = [s, (a - r0_) * ds * b * (m - x), (a - r0_) * ds * b]  # d/dA, d/dlog B, d/dm
+    if r0 is None:
+        columns.append(1 - s)
+    return r0_ + (a - r0_) * s, np.stack(columns, axis=1)
+
+
+def _linear_part(x: np.ndarray, y: np.ndarray, b: float, m: float, r0: float | None) -> tuple[float, float]:
+    """For fixed B, C_mid the law is linear in (R0, A): R = R0 (1 - s) + A s. Least squares for them."""
+    s = _sigmoid(b * (m - x))
+    if r0 is not None:
+        return float(np.dot(s, y - r0 * (1 - s)) / max(np.dot(s, s), 1e-300)), r0
+    (r0_, a), *_ = np.linalg.lstsq(np.stack([1 - s, s], axis=1), y, rcond=None)
+    return float(a), float(r0_)
+
+
+def fit_compute_law(compute, reward, r0: float | None = None) -> ComputeLawFit:
+    """Least squares of ``reward`` on R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (Khatri et al. 2025).
+
+    ``compute``: the compute spent at each point (> 0: GPU-hours, tokens, steps), ``reward``: the reward
+    measured there; ``r0``: the start, given (e.g. the reference's reward) or None to fit it too. At least
+    one point more than the parameters (5 with R0 fitted, 4 without), at 3 computes or more.
+
+    Deterministic: a grid over (B, C_mid) with (A, R0) solved exactly at each node, then Levenberg-Marquardt
+    from the best node in (A, log B, log C_mid[, R0])."""
+    c, y = _vectors(compute, reward, ("compute", "reward"), 4 if r0 is not None else 5)
+    x = np.log(_positive(c))
+    if len(np.unique(x)) < 3:
+        raise ValueError("fit_compute_law needs points at 3 different computes or more")
+    span = float(x.max() - x.min())
+    best = None
+    for b in np.geomspace(0.05, 20.0, 25):
+        for m in np.linspace(x.min() - span, x.max() + 2 * span, 61):
+            a, r0_ = _linear_part(x, y, float(b), float(m), r0)
+            sse = float(np.sum((compute_law(c, r0_, a, float(b), math.exp(m)) - y) ** 2))
+            if best is None or sse < best[0]:
+                best = (sse, np.array([a, math.log(b), m] + ([r0_] if r0 is None else [])))
+    sse, theta = best
+    lam = 1e-3
+    for _ in range(500):
+        pred, jac = _law_parts(x, theta, r0)
+        res = y - pred
+        jtj, jtr = jac.T @ jac, jac.T @ res
+        step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), jtr)
+        trial = theta + step
+        trial_sse = float(np.sum((y - _law_parts(x, trial, r0)[0]) ** 2))
+        if trial_sse < sse:
+            done = sse - trial_sse <= 1e-15 * max(sse, 1e-300) or np.abs(step).max() < 1e-12
+            theta, sse, lam = trial, trial_sse, max(lam / 10, 1e-12)
+            if done:
+                break
+        else:
+            lam *= 10
+            if lam > 1e12:
+                break
+    a, log_b, m = (float(t) for t in theta[:3])
+    r0_ = float(theta[3]) if r0 is None else float(r0)
+    return ComputeLawFit(a, math.exp(log_b), math.exp(m), r0_, r0 is None, len(c), math.sqrt(sse / len(c)))
