@@ -161,6 +161,6 @@ def clip_cov_tokens(
     k = max(1, int(int(on.sum()) * ratio))
     candidates = torch.nonzero(eligible.reshape(-1)).reshape(-1)
     picked = candidates[torch.randperm(len(candidates), generator=generator)[:k]]
-    chosen = torch.zeros(on.numel(), dtype=torch.bool)
+    chosen = torch.zeros(on.numel(), dtype=torch.bool, device=mask.device)
     chosen[picked] = True
     return chosen.reshape(mask.shape)
