@@ -301,7 +301,7 @@ NO_COUNTERPART = (
     ("TRL", "delta", "two-sided clipping of the ratio (INTELLECT-2)"),
     ("TRL", "top_entropy_quantile", "train only on high-entropy tokens"),
     ("TRL", "off_policy_mask_threshold", "drop off-policy negative sequences (DeepSeek-V3.2)"),
-    ("TRL", "use_adaptive_entropy", "entropy coefficient control"),
+    ("TRL", "use_adaptive_entropy", "adaptive entropy coefficient"),
     ("TRL", "sync_ref_model", "TR-DPO: move the reference towards the policy"),
     ("TRL", "reward_weights, multi_objective_aggregation", "several reward functions"),
     ("TRL", "top_p, top_k, min_p, repetition_penalty", "sampling filters (rollout.generate has top_k)"),
