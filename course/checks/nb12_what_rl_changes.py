@@ -192,7 +192,7 @@ def clip_limits_fall(ns):
 
 @printed(
     NB,
-    claim="In the spread world, whose confident tokens are mostly right, random rewards do not raise the sampled "
+    claim="In the spread world, where about half of the confident tokens are right, random rewards do not raise the sampled "
     "accuracy in 15 steps either (several updates per batch)",
     why="its control, the true reward in the spread world on the same schedule, raised the sampled accuracy by only "
     "0.008 at shift 2, under the bound: in that world one 15-step run of the true reward is no yardstick, so the "
