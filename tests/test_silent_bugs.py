@@ -165,3 +165,41 @@ def test_a_bug_lives_in_its_algorithm_only(task, tiny_policy):
     assert make_bugged("temperature_mismatch").collect(sample)[0].temperature == TRAINER_TEMPERATURE != ro.temperature
     assert plain.collect(sample)[0] is ro
     assert make_bugged("lr_past_collapse", beta=0.0).config.lr == BUGS["lr_past_collapse"].config["lr"]
+
+
+# ------------------------------------------------------------------ the signatures as rules, by hand
+
+
+def _history(acc=(0.3, 0.3), **series):
+    from grpo_edu.train import History
+
+    h = History("x")
+    n = len(next(iter(series.values())))
+    h.steps = [{k: float(v[i]) for k, v in series.items()} for i in range(n)]
+    h.evals = [{"step": 0, "accuracy": acc[0]}, {"step": n, "accuracy": acc[1]}]
+    return h
+
+
+def test_signature_rules_by_hand():
+    """A few of `SIGNATURES`' rules on hand-made runs: each reads the number it names, against the healthy
+    run where it is relative, and the same run with the mark removed fails it (the control)."""
+    from grpo_edu.demos.silent_bugs import SIGNATURES, Signature
+
+    healthy = _history(kl=[1e-13, 0.2], clip_ratio=[0.05, 0.04], ratio_std=[0.3, 0.2], entropy=[0.5, 0.4])
+    zeros = _history(acc=(0.3, 0.1), kl=[1e-13, 0.9], clip_ratio=[0.0, 0.0], ratio_std=[0.0, 0.0], entropy=[0.5, 0.4])
+    exact_zero, falls = SIGNATURES["ratio_always_one"]
+    assert exact_zero.of(zeros, healthy) == 0.0 and exact_zero.shows(zeros, healthy)
+    assert not exact_zero.shows(healthy, healthy)  # control
+    assert falls.of(zeros, healthy) == pytest.approx(0.2) and falls.shows(zeros, healthy)
+    assert falls.of(healthy, healthy) == 0.0 and not falls.shows(healthy, healthy)
+    (k3,) = SIGNATURES["k3_naive_float32"]
+    naive = _history(kl=[3e-9, 0.2], clip_ratio=[0.05, 0.04], ratio_std=[0.3, 0.2], entropy=[0.5, 0.4])
+    assert k3.of(naive, healthy) == pytest.approx(np.log10(3e4)) and k3.shows(naive, healthy)
+    assert not k3.shows(healthy, healthy)
+    flipped = _history(kl=[-1e-13, -0.5], clip_ratio=[0.05, 0.04], ratio_std=[0.3, 0.2], entropy=[0.5, 0.4])
+    sign, size, _ = SIGNATURES["kl_sign_flipped"]
+    assert sign.shows(flipped, healthy) and not sign.shows(healthy, healthy)
+    assert size.of(flipped, healthy) == pytest.approx(2.5) and size.shows(flipped, healthy)
+    assert Signature("q", lambda h, ok: 1.0, "<", 1.0).shows(healthy, healthy) is False  # strict
+    assert set(SIGNATURES) == set(BUGS) and all(s.op in "<>" for sigs in SIGNATURES.values() for s in sigs)
+    assert SIGNATURES["group_misaligned"][0].rule() == "mean frac_reward_zero_std < 0.3"

@@ -7,7 +7,10 @@ GRPO object the run trains (`make_bugged`): functions of the functional core it 
 the library's (``make_algorithm("grpo", functions=...)``), a config override, an attribute of each
 rollout as its trainer reads it, or a task override. `run_bugged` trains that GRPO with
 `grpo_edu.train`; `signatures` runs the healthy run and each bugged run from the same reference and
-seeds, for notebook 11's table. Nothing outside the bugged algorithm (and the task copy) changes.
+seeds, for notebook 11's table. Each bug's signature is stated twice: in words (``Bug.signature``, what
+homework 5's grader shows) and as rules on numbers read from a run (`SIGNATURES`: `Signature`), which
+notebook 11, the course's checks and the tests read, and which hold on homework 5's graded runs (tested).
+Nothing outside the bugged algorithm (and the task copy) changes.
 
     from grpo_edu.demos.silent_bugs import BUGS, BUG_NAMES, make_bugged, run_bugged
     preset = get_preset("cpu", world="spread")                  # prompts that differ, as in LLM training
@@ -16,8 +19,8 @@ seeds, for notebook 11's table. Nothing outside the bugged algorithm (and the ta
     h.series("ratio_std")                                       # 0.0 at every step: nothing clipped
 
 The default budget is 30 steps of 256 completions (a few seconds a run on one quiet thread; notebook 11
-prints its time). At seed 0 the healthy run's held-out accuracy rose from the "spread" world's reference
-(notebook 11 prints 0.34 -> 0.53); at other seeds it rose less, and at some not within the run.
+prints its time). The healthy run's held-out accuracy rises from the "spread" world's reference at some
+seeds and not within the run at others (notebook 11 and homework 5's runs show both).
 
 The loss's own stats carry what several bugs move (`grpo_edu.functional.clipped_surrogate_loss`):
 ``ratio_std`` (the spread of rho = pi_theta / pi_old over the loss's tokens), ``advantage_abs_max``
@@ -30,6 +33,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +44,8 @@ from ..algorithms import GRPO
 from ..progress import progress_bar
 from ..train import History, train
 
-__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "make_bugged", "run_bugged", "signatures", "summary"]
+__all__ = ["BUGS", "BUG_NAMES", "Bug", "METRICS", "SIGNATURES", "Signature", "make_bugged", "run_bugged", "signatures",
+           "summary"]  # fmt: skip
 
 TRAINER_TEMPERATURE = 0.7  # temperature_mismatch: the trainer's log-probs at 0.7, the sampler at the config's 1.0
 SHORT_LIMIT = 2  # answers_cut: tokens a completion may have (a 2-digit sum and <eos> need 3)
@@ -150,8 +155,9 @@ BUGS: dict[str, Bug] = {
             "the group statistics taken over rows that are not one prompt's samples (repeat vs repeat_interleave)",
             "TRL / OpenRLHF / verl threads on the order of generations: samples of a prompt assumed consecutive "
             "when they are interleaved, so each 'group' mixes prompts",
-            "frac_reward_zero_std falls where prompts differ (mixed groups tie less often than a prompt's own); "
-            "expected to move little where every prompt is about as hard (the default world: not measured here)",
+            "frac_reward_zero_std falls where prompts differ (mixed groups tie less often than a prompt's own: its "
+            "mean below 0.3 in the spread world); expected to move little where every prompt is about as hard (the "
+            "default world: not measured here)",
             "group_advantages replaced: rows j, j+n, j+2n, ... form a group (n = B / G)",
             functions={"group_advantages": _misaligned_groups},
         ),
@@ -161,8 +167,8 @@ BUGS: dict[str, Bug] = {
             "TRL / open-r1 questions 'clip_ratio is always 0' (num_iterations=1 makes it true by design; "
             "with several updates per batch it is a bug: old log-probs recomputed after the update)",
             "clip_ratio exactly 0 and the ratio's spread (ratio_std) exactly 0 at every step (with several updates "
-            "per batch, in a trainer whose sampler's log-probs differ from the trainer's by rounding); "
-            "the held-out accuracy fell in notebook 11's runs",
+            "per batch, in a trainer whose sampler's log-probs differ from the trainer's by rounding); the held-out "
+            "accuracy ends more than 0.07 below the healthy run's from the same reference and seed",
             "clipped_surrogate_loss replaced: old_logp replaced by logp.detach()",
             functions={"clipped_surrogate_loss": _old_is_current},
         ),
@@ -171,7 +177,7 @@ BUGS: dict[str, Bug] = {
             "the reference model updated with the policy (or the same module), so the KL is always 0",
             "TRL / verl / OpenRLHF reports of 'kl is 0 for the whole run' (a ref model not loaded, or sharing "
             "the policy's weights)",
-            "kl exactly 0 at every step, while the policy moves; no KL brake",
+            "kl exactly 0 at every step, while the policy moves (clip_ratio and ratio_std above 0); no KL brake",
             "kl_estimate replaced: ref_logp replaced by logp.detach()",
             functions={"kl_estimate": _reference_is_policy},
         ),
@@ -179,7 +185,8 @@ BUGS: dict[str, Bug] = {
             "kl_sign_flipped",
             "the KL term with its sign flipped: a bonus for drifting from the reference instead of a penalty",
             "TRL / verl / open-r1 threads on 'negative KL' and on the sign of the KL term in the loss or reward",
-            "the logged kl is negative and its size grows faster than the healthy run's",
+            "the logged kl is negative at every step after the first, and its size grows past the healthy run's "
+            "(its largest |kl| over twice the healthy run's largest kl); the accuracy falls to about 0",
             "kl_estimate replaced: returns minus the estimate (in the loss and in the log)",
             functions={"kl_estimate": _kl_sign_flipped},
         ),
@@ -188,8 +195,9 @@ BUGS: dict[str, Bug] = {
             "k3 = exp(-x) - 1 + x computed naively in float32 (the form TRL writes), where the log-ratio x is tiny "
             "(cancellation): an artefact of the logged number near 0 more than a training bug",
             "verl / TRL discussions of the k3 estimator's numerics (low_var_kl clamps, float32 log-ratios)",
-            "the logged kl at the first step (policy = reference): ~1e-9 instead of ~1e-14; after it the runs differ "
-            "from the healthy ones as two runs that differ by float rounding do",
+            "the logged kl at the first step (policy = reference): of order 1e-9, over 100 times the healthy run's "
+            "(of order 1e-13); after it the runs differ from the healthy ones as two runs that differ by float "
+            "rounding do",
             "kl_estimate replaced: k3 written as exp(-x) - 1 + x instead of expm1(-x) + x",
             functions={"kl_estimate": _k3_naive},
         ),
@@ -198,7 +206,9 @@ BUGS: dict[str, Bug] = {
             "a std floor (adv_eps) far below the spread of nearly tied groups, with the KL inside the reward",
             "TRL / verl threads on scale_rewards and on groups whose rewards differ only by tiny amounts "
             "(KL in the reward, float noise): the z-score blows noise up to full-size advantages",
-            "advantage_abs_mean rises (tied groups get |A| ~ 1, not 0) and frac_reward_zero_std falls to 0",
+            "advantage_abs_mean rises (tied groups get |A| ~ 1, not 0: its mean above 0.6), frac_reward_zero_std "
+            "falls (its mean below 0.3, as group_misaligned's), and advantage_abs_max reaches sqrt(G - 1) = 2.6458 "
+            "(above 2.6453; the default floor adv_eps = 1e-4 keeps a 0/1 group's largest |A| at 2.6450)",
             f"config kl_placement='reward', adv_eps={TINY_EPS}",
             config={"kl_placement": "reward", "adv_eps": TINY_EPS},
         ),
@@ -217,8 +227,9 @@ BUGS: dict[str, Bug] = {
             "a completion length limit so short that almost every answer is cut before its end (a two-digit sum and "
             "<eos> need 3 tokens; only one-digit sums fit)",
             "TRL / open-r1 reports of 'reward always 0' with max_completion_length too small for the format",
-            "reward near 0, frac_reward_zero_std and truncated_frac near 1 from the first step; grad_norm 0 at the "
-            "first step and far below the healthy run's after it",
+            "reward near 0 (its mean below 0.02), truncated_frac near 1 from the first step (its mean above 0.9) and "
+            "frac_reward_zero_std near 1; grad_norm below half the healthy run's, and 0 at a first step whose groups "
+            "all tie (at the reference only the advantages move the policy); the accuracy stays near 0",
             f"task override max_answer_length={SHORT_LIMIT}",
             task={"max_answer_length": SHORT_LIMIT},
         ),
@@ -227,7 +238,8 @@ BUGS: dict[str, Bug] = {
             "the sampler at one temperature and the trainer's log-probs at another",
             "TRL / verl / OpenRLHF reports of logits not divided by the sampling temperature in the trainer "
             "(vLLM samples at T, the loss recomputes at 1)",
-            "kl > 0 at the first step (policy = reference), the ratio's spread and grad_norm larger",
+            "kl > 0 at the first step (policy = reference: above 1e-3, where the healthy run's is rounding); the "
+            "first step's grad_norm differs from the healthy run's too, larger on some seeds and smaller on others",
             f"the trainer reads each rollout as sampled at temperature {TRAINER_TEMPERATURE} (its log-probs and "
             "the reference's); the sampler sampled at 1.0",
             rollout={"temperature": TRAINER_TEMPERATURE},
@@ -237,7 +249,8 @@ BUGS: dict[str, Bug] = {
             "a learning rate far above the default (where the run breaks; the boundary itself is not measured here)",
             "TRL / open-r1 / verl threads on reward crashes and garbled outputs after the learning rate was raised "
             "(here the entropy rises: not the entropy collapse of other threads)",
-            "kl jumps to nats per token and the entropy rises within a few steps; the reward and accuracy fall to 0",
+            "kl jumps to nats per token (its largest above 1.5) and the entropy rises from the first step (to over 1.5 "
+            "times the healthy run's); the reward and the accuracy fall to about 0",
             f"config lr={COLLAPSE_LR}",
             config={"lr": COLLAPSE_LR},
         ),
@@ -245,6 +258,93 @@ BUGS: dict[str, Bug] = {
 }
 
 BUG_NAMES = ("healthy", *BUGS)
+
+
+# ------------------------------------------------------------ the signatures as rules on numbers
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One mark of a bug, as a rule on one number read from its run: ``value(run, healthy) op bound``, where
+    ``healthy`` is the healthy run from the same reference and seed (a relative mark reads it, an absolute one
+    does not). The bounds are set for `run_bugged`'s budget in the spread world; `Bug.signature` says the same
+    in words."""
+
+    quantity: str
+    value: Callable
+    op: str
+    bound: float
+
+    def of(self, run: History, healthy: History) -> float:
+        return float(self.value(run, healthy))
+
+    def shows(self, run: History, healthy: History) -> bool:
+        v = self.of(run, healthy)
+        return bool(v > self.bound) if self.op == ">" else bool(v < self.bound)
+
+    def rule(self) -> str:
+        return f"{self.quantity} {self.op} {self.bound:g}"
+
+
+def _mean(h, key):
+    return float(np.mean(h.series(key)))
+
+
+def _max(h, key):
+    return float(np.max(h.series(key)))
+
+
+def _first(h, key):
+    return float(h.series(key)[0])
+
+
+def _log10_ratio(a, b):  # -inf for a = 0 (a kl exactly 0), without numpy's divide-by-zero warning
+    with np.errstate(divide="ignore"):
+        return float(np.log10(a / b))
+
+
+ENDS_NEAR_ZERO = Signature("final held-out accuracy", lambda h, ok: h.final_accuracy, "<", 0.05)
+FEW_TIES = Signature("mean frac_reward_zero_std", lambda h, ok: _mean(h, "frac_reward_zero_std"), "<", 0.3)
+SIGNATURES: dict[str, tuple[Signature, ...]] = {
+    "group_misaligned": (FEW_TIES,),
+    "ratio_always_one": (
+        Signature("largest clip_ratio or ratio_std of any step", lambda h, ok: max(_max(h, "clip_ratio"), _max(h, "ratio_std")), "<", 1e-12),
+        Signature("final held-out accuracy below the healthy run's", lambda h, ok: ok.final_accuracy - h.final_accuracy, ">", 0.07),
+    ),
+    "reference_is_policy": (
+        Signature("largest |kl| of any step", lambda h, ok: float(np.max(np.abs(h.series("kl")))), "<", 1e-30),
+    ),
+    "kl_sign_flipped": (
+        Signature("largest kl after the first step", lambda h, ok: float(np.max(h.series("kl")[1:])), "<", 0.0),
+        Signature("largest |kl| over the healthy run's largest kl", lambda h, ok: float(np.max(np.abs(h.series("kl")))) / _max(ok, "kl"), ">", 2.0),
+        ENDS_NEAR_ZERO,
+    ),
+    "k3_naive_float32": (
+        Signature("log10 of |kl| at step 1 over the healthy run's", lambda h, ok: _log10_ratio(abs(_first(h, "kl")), abs(_first(ok, "kl"))), ">", 2.0),
+    ),
+    "std_floor_too_small": (
+        Signature("mean advantage_abs_mean", lambda h, ok: _mean(h, "advantage_abs_mean"), ">", 0.6),
+        FEW_TIES,
+        Signature("largest advantage_abs_max", lambda h, ok: _max(h, "advantage_abs_max"), ">", 2.6453),
+    ),
+    "loss_over_padding": (
+        Signature("entropy at step 1 below the healthy run's", lambda h, ok: _first(ok, "entropy") - _first(h, "entropy"), ">", 0.015),
+    ),
+    "answers_cut": (
+        Signature("mean truncated_frac", lambda h, ok: _mean(h, "truncated_frac"), ">", 0.9),
+        Signature("mean reward", lambda h, ok: _mean(h, "reward"), "<", 0.02),
+        Signature("mean grad_norm over the healthy run's", lambda h, ok: _mean(h, "grad_norm") / _mean(ok, "grad_norm"), "<", 0.5),
+        ENDS_NEAR_ZERO,
+    ),
+    "temperature_mismatch": (
+        Signature("kl at step 1", lambda h, ok: _first(h, "kl"), ">", 1e-3),
+    ),
+    "lr_past_collapse": (
+        Signature("largest kl of any step", lambda h, ok: _max(h, "kl"), ">", 1.5),
+        Signature("entropy at step 1 over the healthy run's", lambda h, ok: _first(h, "entropy") / _first(ok, "entropy"), ">", 1.5),
+        ENDS_NEAR_ZERO,
+    ),
+}  # fmt: skip
 
 METRICS = (  # what signatures() records of each run, in the order of the figure
     "reward",
