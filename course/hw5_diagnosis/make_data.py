@@ -11,8 +11,11 @@ of that world (SFT seed 1) with two more. Every class gets the same runs (a bala
 What is stored is what ``diagnose`` may read, the metrics: each History's ``steps`` and ``evals``
 without the machine-dependent ``seconds``, floats to 7 significant digits, only the metric keys
 every run logs; its name and config (which record the bug) are dropped. The label of each run is
-stored beside it, for the grader. The file is written once and committed: grading reads it, so it
-takes seconds and gives the same score on every machine.
+stored beside it, for the grader. The meta records the source (a hash of silent_bugs.py), each bug's
+signature in words and as rules (`grpo_edu.demos.silent_bugs.SIGNATURES`, which
+tests/test_hw5_data.py holds on every graded run), and the lines ``--evidence`` prints (the handout
+quotes them). The file is written once and committed: grading reads it, so it takes seconds and gives
+the same score on every machine.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def make(progress: bool = True) -> dict:
 
     from grpo_edu import make_task, reference_policy
     from grpo_edu.demos import silent_bugs
-    from grpo_edu.demos.silent_bugs import BUGS, run_bugged
+    from grpo_edu.demos.silent_bugs import BUGS, SIGNATURES, run_bugged
     from grpo_edu.train import progress_bar
 
     torch.set_num_threads(1)
@@ -108,6 +111,8 @@ def make(progress: bool = True) -> dict:
         "excluded": EXCLUDED,
         "references": {r[0]: r[1] for r in REFERENCES},
         "signatures": {name: bug.signature for name, bug in BUGS.items()},
+        "signature_rules": {name: [sig.rule() for sig in sigs] for name, sigs in SIGNATURES.items()},
+        "evidence": evidence(),
     }
     runs = [{"label": label, "reference_id": ref_id, "reference": description, "seed": seed,
              "history": metrics_only(h, keys)} for label, ref_id, description, seed, h in raw]  # fmt: skip

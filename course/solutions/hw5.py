@@ -27,15 +27,15 @@ def _binomial_frac_zero_std(r: float) -> float:
 
 
 # The thresholds were set on practice runs (RL seeds 0-2 from the default world's SFT seed 0, 0-1 from
-# its SFT seed 1 and from the spread world's SFT seeds 0 and 1), then checked once on the graded runs
-# (other RL seeds), where every
+# its SFT seed 1 and from the spread world's SFT seeds 0 and 1), then checked on the graded runs
+# (other RL seeds; data/runs.json as python -m course.hw5_diagnosis.make_data last wrote it), where every
 # rule's quantity stayed far from its threshold (min..max over the 4 runs of each class):
 #   truncated_frac at step 1: answers_cut 0.969..0.996, every other class <= 0.016      (0.2)
-#   kl at step 1: temperature_mismatch 0.038..0.060; k3_naive_float32 4.1e-10..1.5e-9;
-#                 the other classes 0 or |kl| <= 6.6e-14                                  (1e-4, 1e-11)
-#   lr_past_collapse: max kl 2.67..3.76, last-10 reward / step-1 reward 0.012..0.021     (1.0, 0.3)
+#   kl at step 1: temperature_mismatch 0.038..0.060; k3_naive_float32 2.6e-9..5.0e-9;
+#                 the other classes 0 or |kl| <= 1.7e-13                                  (1e-4, 1e-11)
+#   lr_past_collapse: max kl 2.83..3.68, last-10 reward / step-1 reward 0.008..0.017     (1.0, 0.3)
 #   max advantage_abs_max: std_floor_too_small 2.645751, every other class <= 2.644952   (2.64535)
-#   excess of frac_reward_zero_std: healthy 0.435..0.514, group_misaligned -0.031..-0.006 (0.15)
+#   excess of frac_reward_zero_std: healthy 0.444..0.513, group_misaligned -0.027..-0.008 (0.15)
 
 
 def diagnose(history) -> str:
