@@ -74,6 +74,7 @@ import torch
 from ..algorithms import make_algorithm
 from ..measure.common import reach, rngs, spread
 from ..measure.verdicts import paired, rule, verdict
+from ..warmstart.presets import get_preset
 
 RUNGS = {"REINFORCE": "reinforce", "critic baseline": "baseline", "PPO": "ppo", "GRPO": "grpo"}
 NO_CLIP = {"eps_low": 1.0, "eps_high": 1e6}  # clip(rho, 0, 1e6): rho >= 0, so it never binds
@@ -113,7 +114,7 @@ WORLD_ARMS = {  # the arms each world runs: the default world's are the control 
     ),  # fmt: skip
 }
 SIZES = {  # "full": notebook 05's budget (65,536 completions); "tiny": the test's (numbers meaningless)
-    "full": dict(steps=128, sequences_per_step=512, eval_every=10),
+    "full": dict(steps=128, sequences_per_step=get_preset("cpu").sequences_per_step, eval_every=10),  # 512
     "tiny": dict(steps=2, sequences_per_step=32, eval_every=1),
 }
 MARGIN = 0.02  # the rule: the switch raises final held-out accuracy by more than this on every seed
