@@ -28,19 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
 NOT_CONVERTED = {
-    "00_arithmetic_world",
-    "01_reinforce",
-    "03_ppo",
-    "05_side_by_side",
-    "06_graduate_to_trl",
     "07_where_each_idea_pays",
-    "08_easy_and_hard_prompts",
     "08_easy_and_hard_prompts_2_credit",
-    "09_thinking_that_pays",
-    "10_long_runs_and_overoptimisation",
-    "11_silent_bugs",
-    "12_what_rl_changes",
-    "12_what_rl_changes_2_razor",
 }
 CHECK_WORDS = {  # name -> pattern (case-insensitive)
     "seed shift": r"seed[ _-]?shifts?",

@@ -51,11 +51,22 @@ RECORD_ENV = "GRPO_EDU_CHECKS_RECORD"  # a folder: each run of a check cell writ
 SHIFT_ENV = "GRPO_EDU_SEED_SHIFT"
 KERNEL_ENV = "ATEN_CPU_CAPABILITY"
 CONVERTED = (
+    "00_arithmetic_world",
+    "01_reinforce",
     "02_baseline",
     "02_baseline_variance",
+    "03_ppo",
     "04_grpo",
     "04_grpo_2_estimators",
     "04_grpo_3_variants",
+    "05_side_by_side",
+    "06_graduate_to_trl",
+    "08_easy_and_hard_prompts",
+    "09_thinking_that_pays",
+    "10_long_runs_and_overoptimisation",
+    "11_silent_bugs",
+    "12_what_rl_changes",
+    "12_what_rl_changes_2_razor",
 )  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
