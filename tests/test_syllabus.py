@@ -32,7 +32,7 @@ WORDS_PER_MINUTE = 110  # tests/test_notebook_reading.py's pace
 # notebook's own "Reading time" may be (test_notebook_reading's SLACK), before the syllabus is updated
 SLACK_MINUTES, SLACK_HOURS = 5.0, 0.1
 START = ["/README", "/course/README"]  # the site's first pages, before the course
-REFERENCE = ["derivation", "measurements", "questions", "knobs", "testing", "changes", "api/index"]
+REFERENCE = ["derivation", "measurements", "questions", "knobs", "speedrun", "testing", "changes", "api/index"]
 
 
 def reading_minutes(stem: str) -> float:
