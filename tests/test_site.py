@@ -129,9 +129,9 @@ def test_a_display_row_types_its_label_and_note_as_text_and_code():
 
 
 def _mini_build(tmp_path: Path, body: str, page: str = "index.rst") -> tuple[int, str]:
-    """A one-page Sphinx project with the site's extension; (exit status, warnings)."""
-    from sphinx.cmd.build import build_main
-
+    """A one-page Sphinx project with the site's extension; (exit status, warnings). Built in a
+    process of its own: an earlier build in this process (the site's, with myst-nb) leaves
+    Sphinx's parser registry pointing Markdown at myst-nb, which this project does not load."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text(
@@ -145,7 +145,8 @@ def _mini_build(tmp_path: Path, body: str, page: str = "index.rst") -> tuple[int
     )
     (src / page).write_text(body)
     warnings = tmp_path / "warnings.txt"
-    status = build_main(["-q", "-W", "-b", "html", "-w", str(warnings), str(src), str(tmp_path / "out")])
+    args = ["-q", "-W", "-b", "html", "-w", str(warnings), str(src), str(tmp_path / "out")]
+    status = subprocess.run([sys.executable, "-m", "sphinx", *args], capture_output=True, text=True).returncode
     return status, warnings.read_text()
 
 
