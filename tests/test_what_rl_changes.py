@@ -335,9 +335,71 @@ def test_clip_condition_counts_tokens_above_the_threshold(task, tiny_policy):
     preset = get_preset("cpu")
     c = clip_condition(tiny_policy, task, preset, seed=0, prompts=4)
     assert c["threshold"] == pytest.approx(1 / 1.2) and c["tokens"] > 0
-    assert all(0.0 <= c[k] <= 1.0 for k in ("above", "digits_above", "eos_above", "right_above", "right_below"))
+    shares = (
+        "above",
+        "digits_above",
+        "eos_above",
+        "open",
+        "above_open",
+        "right_above",
+        "right_below",
+        "above_after_wrong",
+    )
+    assert all(0.0 <= c[k] <= 1.0 for k in shares)
     assert clip_condition(tiny_policy, task, preset, seed=0, prompts=4, eps_high=1e9)["above"] == 1.0
     assert clip_condition(tiny_policy, task, preset, seed=0, prompts=4, eps_high=1e-9)["above"] == 0.0
+
+
+def test_clip_condition_reads_the_condition_after_a_right_prefix(task, tiny_policy, monkeypatch):
+    """clip_condition by hand on eight made-up answers to one prompt (the target's L tokens, <eos> included,
+    and one masked pad): rows 0-2 the target, every token at p = 0.9 (confident); row 3 the target, its first
+    token at 0.5; rows 4-6 a wrong first token at 0.9, then 0.5, <eos> at 0.9; row 7 the same with its first
+    token at 0.5. Open (after a right prefix): rows 0-3 whole, rows 4-7 their first token only, so the
+    confident tokens after a wrong one (rows 4-7's <eos>) count as neither right nor wrong there."""
+    import types
+
+    import grpo_edu.rollout
+    from grpo_edu import get_preset
+    from grpo_edu.algorithms import make_algorithm
+    from grpo_edu.studies.regimes.spurious_rewards import clip_condition
+
+    assert make_algorithm("grpo").config.group_size == 8
+    made = {}
+
+    def fake_generate(policy, prompts, group_size, **kw):
+        t = made["target"]
+        L = len(t)
+        wrong = next(i for i in task.tokenizer.stoi.values() if 3 <= i != t[0])
+        ids = torch.tensor([t + [0]] * 4 + [[wrong] + t[1:] + [0]] * 4)
+        p = torch.full((8, L + 1), 0.5)
+        p[:, -1] = 1.0  # the pad: masked, however likely
+        p[:3, :L] = 0.9
+        p[3, 1:L] = 0.9
+        p[4:7, 0] = 0.9
+        p[4:, L - 1] = 0.9
+        mask = torch.ones(8, L + 1)
+        mask[:, -1] = 0
+        return types.SimpleNamespace(completion_ids=ids, mask=mask, logprobs=p.log())
+
+    real_sample = task.sample
+
+    def sample(n, rng):
+        probs = real_sample(n, rng)
+        made["target"] = task.target_ids(probs[0])
+        return probs
+
+    monkeypatch.setattr(grpo_edu.rollout, "generate", fake_generate)
+    monkeypatch.setattr(task, "sample", sample)
+    c = clip_condition(tiny_policy, task, get_preset("cpu"), seed=0, prompts=1)
+    L = len(made["target"])
+    assert L >= 2 and c["tokens"] == 8 * L
+    assert c["open"] == pytest.approx((4 * L + 4) / (8 * L))
+    assert c["above_open"] == pytest.approx((4 * L + 2) / (4 * L + 4))
+    assert c["right_above"] == pytest.approx((4 * L - 1) / (4 * L + 2))  # all but rows 4-6's first token
+    assert c["right_below"] == pytest.approx(1 / 2)  # row 3's first token right, row 7's wrong
+    assert c["above"] == pytest.approx((4 * L + 6) / (8 * L))
+    assert c["above_after_wrong"] == pytest.approx(4 / (4 * L + 6))
+    assert c["eos_above"] == 1.0 and c["sampled"] == pytest.approx(0.5)
 
 
 def test_wrong_in_tied_groups_at_an_untrained_policy(task, tiny_policy):

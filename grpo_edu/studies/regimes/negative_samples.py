@@ -54,6 +54,8 @@ RUNS = {  # name -> (the variant, the GRPOConfig knobs on top of beta = 0 and th
 BETA = 0.0  # Zhu et al. train with KL coefficient 0
 REWARDS = (-1.0, 1.0)  # Zhu et al.'s reward (wrong, right), the task's reward_values in their form
 WORLD = "spread"
+W_MATCH, W_BEHIND = -0.02, -0.05  # W-REINFORCE minus GRPO at the largest k: above W_MATCH it matches or beats
+# GRPO (Zhu et al.'s claim holds), at or below W_BEHIND it is clearly behind (fails here)
 SIZES = {  # "full": the verb's; "notebook": notebook 12's; "tiny": the tests' (seconds, numbers meaningless)
     "full": dict(steps=30, pass_prompts=200, pass_ks=(1, 2, 4, 8, 16, 32, 64, 128, 256), runs=tuple(RUNS)),
     "notebook": dict(steps=20, pass_prompts=100, pass_ks=(1, 2, 4, 8, 16, 32, 64),
@@ -243,12 +245,12 @@ def claims(res) -> list:
         ]
     if have("W-REINFORCE", "GRPO"):
         out.append(claim(
-            f"W-REINFORCE ({PAPER}: +0.1 for a right answer, -1 for a wrong one) beats plain GRPO "
-            f"({CENTRED}) at pass@{k_max}",
+            f"W-REINFORCE ({PAPER}: +0.1 for a right answer, -1 for a wrong one) matches or beats plain GRPO "
+            f"({CENTRED}) at pass@{k_max} (Zhu et al.; matching: no more than {-W_MATCH:g} behind)",
             f"pass@{k_max} W-REINFORCE {each(at('W-REINFORCE', k_max))}, GRPO {each(at('GRPO', k_max))}; pass@1 "
             f"{each(at('W-REINFORCE', 1))} vs {each(at('GRPO', 1))} "
-            f"({rule(0.01, 0.0, 'W-REINFORCE minus GRPO, per seed', n)})",
-            verdict(paired(at("W-REINFORCE", k_max), at("GRPO", k_max)), 0.01, 0.0),
+            f"({rule(W_MATCH, W_BEHIND, 'W-REINFORCE minus GRPO, per seed', n)})",
+            verdict(paired(at("W-REINFORCE", k_max), at("GRPO", k_max)), W_MATCH, W_BEHIND),
         ))  # fmt: skip
     return out
 

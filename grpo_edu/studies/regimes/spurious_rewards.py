@@ -23,8 +23,9 @@ They trace the gains to the clip of PPO's objective: with a random reward the un
 in expectation, but the ratio's upper bound 1 + eps_high cannot bind on a token whose probability is
 above 1 / (1 + eps_high) (its ratio cannot reach it), so the clipped objective leans towards what the
 model already writes with high probability; that helps where what the model is sure of is often right
-(Qwen-Math's code reasoning). The condition is counted here, not assumed (`clip_condition`): the share of
-the reference's sampled answer tokens above that probability, and how many of those are right.
+(Qwen-Math's code reasoning). The condition is counted here, not assumed (`clip_condition`): at the places
+where the reference's sampled answer can still be right (after a right prefix), the share of its tokens above
+that probability, and how many of those are right.
 
 Here, each reward x each update schedule, in the default world and the spread world (notebook 08):
 
@@ -184,11 +185,17 @@ class IncorrectLabels:
 
 @torch.no_grad()
 def clip_condition(reference, task, preset, seed: int = 0, prompts: int = 64, eps_high: float = EPS_HIGH) -> dict:
-    """MEASURED at the reference, on ``prompts`` x G answers it samples (temperature 1): the share of the
-    answer tokens (the masked completion tokens, <eos> included) whose probability is above
-    1 / (1 + eps_high), where the clip's upper bound cannot bind and its bias acts; that share among the
-    digits and among the <eos> tokens; and, among the tokens above and below it, the share that are right
-    (the answer's token at that place, after a right prefix). With the sampled and the greedy accuracy."""
+    """MEASURED at the reference, on ``prompts`` x G answers it samples (temperature 1). A token is
+    *confident* when its probability is above 1 / (1 + eps_high): there the clip's upper bound cannot bind
+    and its bias acts. Over the answer tokens (the masked completion tokens, <eos> included): the share
+    confident (``above``), that share among the digits and among the <eos> tokens. The condition is read
+    at the *open* positions, those after a right prefix (every earlier token the answer's), the only places
+    where the token written decides whether the answer can still be right: the share of the answer tokens
+    that are open (``open``), the share of the open positions that are confident (``above_open``), and
+    among the confident and the other open positions the share that are right, the answer's token
+    (``right_above``, ``right_below``). After a wrong prefix no token is right, so a count over every
+    position would mix the model's confidence with its earlier mistakes: ``above_after_wrong`` is the share
+    of the confident tokens that sit there. With the sampled and the greedy accuracy."""
     from ...measure.common import rngs
     from ...rollout import expand, generate
 
@@ -199,8 +206,11 @@ def clip_condition(reference, task, preset, seed: int = 0, prompts: int = 64, ep
                   temperature=1.0, generator=gen, tokenizer=task.tokenizer)  # fmt: skip
     rows, T = expand(probs, G), ro.completion_ids.shape[1]
     y = torch.tensor([(task.target_ids(p) + [-1] * T)[:T] for p in rows], device=ro.mask.device)
-    right = (ro.completion_ids == y).long().cumprod(1).bool()  # the right token after a right prefix
+    match = (ro.completion_ids == y).long()
     m = ro.mask.bool()
+    before = torch.cat([torch.ones_like(match[:, :1]), match.cumprod(1)[:, :-1]], 1).bool()
+    opened = before & m  # after a right prefix (the first token's prefix is empty, so right)
+    right = opened & match.bool()
     thr = 1.0 / (1.0 + eps_high)
     above = (ro.logprobs.exp() > thr) & m
     eos = (ro.completion_ids == task.tokenizer.eos_id) & m
@@ -216,8 +226,11 @@ def clip_condition(reference, task, preset, seed: int = 0, prompts: int = 64, ep
         "above": share(above, m),
         "digits_above": share(above & digit, digit),
         "eos_above": share(above & eos, eos),
-        "right_above": share(above & right, above),
-        "right_below": share(m & ~above & right, m & ~above),
+        "open": share(opened, m),
+        "above_open": share(above & opened, opened),
+        "right_above": share(above & right, above & opened),
+        "right_below": share(opened & ~above & right, opened & ~above),
+        "above_after_wrong": share(above & ~opened, above),
         "sampled": float(correct.float().mean()),
         "greedy": float(evaluate(reference, task)),
     }
@@ -394,15 +407,19 @@ def claims(res) -> list:
         return (f"{w} world reference: sampled {each(r['pass'][1] for r in ref[w])}, greedy "
                 f"{each(r['greedy'] for r in ref[w])}; answer tokens above 1/(1 + eps_high) = "
                 f"{c[0]['threshold']:.3f}: {each(x['above'] for x in c)} (digits {each(x['digits_above'] for x in c)}, "
-                f"<eos> {each(x['eos_above'] for x in c)}), right among them {each(x['right_above'] for x in c)}")  # fmt: skip
+                f"<eos> {each(x['eos_above'] for x in c)}), {each(x['above_after_wrong'] for x in c)} of them after a "
+                f"wrong token; of the positions after a right prefix ({each(x['open'] for x in c)} of the answer "
+                f"tokens) {each(x['above_open'] for x in c)} confident, right among those "
+                f"{each(x['right_above'] for x in c)}, among the others {each(x['right_below'] for x in c)}")  # fmt: skip
 
     out = []
     for w in res["worlds"]:
         c = res["condition"][w]
         out.append(claim(
-            f"[{w} world] the reference meets Shao et al.'s condition, counted: most of the answer tokens where the "
-            "clip's upward bias acts (probability above 1/(1 + eps_high)) are right",
-            f"{start(w)} ({rule(0.5, 0.5, 'the share right among them', n)})",
+            f"[{w} world] the reference meets Shao et al.'s condition, counted where its answer can still be right "
+            "(after a right prefix): most of its tokens there on which the clip's upward bias acts (probability above "
+            "1/(1 + eps_high)) are right",
+            f"{start(w)} ({rule(0.5, 0.5, 'the share right among the confident ones after a right prefix', n)})",
             verdict([x["right_above"] for x in c], 0.5, 0.5),
         ))  # fmt: skip
     out.append(claim(
