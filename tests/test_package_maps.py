@@ -63,7 +63,15 @@ def test_studies_table_lists_every_study():
     assert "STUDIES" in docstring(PKG / "studies")  # the docstring points to its map
 
 
-STUDY_COMMANDS = ["credit_pays", "gap_ablation", "gpu_curve", "reference_seeds", "speedrun", "spread_ablation"]
+STUDY_COMMANDS = [
+    "credit_pays",
+    "gap_ablation",
+    "gpu_curve",
+    "policy_lag",
+    "reference_seeds",
+    "speedrun",
+    "spread_ablation",
+]
 
 
 @pytest.mark.parametrize("study", STUDY_COMMANDS)
