@@ -1,0 +1,173 @@
+"""The two-process pipeline (grpo_edu/studies/pipeline.py): with no lag allowed it is the synchronous loop
+step for step; a run through two processes learns where the same run with the update switched off does
+not, and its recorded lag never exceeds the bound; an error, Ctrl-C or a kill in either process stops
+both and leaves no child; where the child cannot start, a one-line warning and the synchronous loop; bad
+input is one line before any work. (The error tests start the child with fork, the others with spawn,
+the default: spawn imports torch again, about 2 s a run.)"""
+
+import multiprocessing
+import os
+import re
+import warnings
+
+import pytest
+import torch
+
+from grpo_edu import ModelConfig, TinyGPT, make_algorithm, train
+from grpo_edu.studies.pipeline import PipelineError, check_pipeline, train_pipeline
+
+
+class FirstTokenSeven:
+    """The arithmetic task with a reward a random tiny policy learns in a few steps: 1 when the first
+    completion token is "7" (tests/test_objectives.py's), and, for the error tests, a fault at its n-th
+    sample: an exception, or a KeyboardInterrupt (Ctrl-C in the generator). Module level: spawn pickles it."""
+
+    def __init__(self, task, fault_at=None, fault=RuntimeError):
+        self.task, self.fault_at, self.fault, self.calls = task, fault_at, fault, 0
+        self.target = task.tokenizer.encode("7")[0]
+
+    def __getattr__(self, name):  # the rest is the arithmetic task's
+        if name == "task":
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def sample(self, n, rng):
+        self.calls += 1
+        if self.calls == self.fault_at:
+            raise self.fault("boom in the generator")
+        return self.task.sample(n, rng)
+
+    def token_scores(self, problems, completion_ids, mask, kind="outcome"):
+        scores = torch.zeros(mask.shape)
+        scores[:, 0] = (completion_ids[:, 0] == self.target).float()
+        return scores
+
+
+def _tiny():
+    torch.manual_seed(0)
+    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+
+
+def _run(task, cpu_preset, fn=train_pipeline, lr=3e-3, steps=25, **kw):
+    kw.setdefault("eval_every", steps)
+    algo = make_algorithm("grpo", group_size=8, beta=0.0, lr=lr)
+    return fn(algo, task=task, reference=_tiny(), preset=cpu_preset, steps=steps, sequences_per_step=64,
+              progress=False, **kw)  # fmt: skip
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _pid(exc) -> int:
+    return int(re.search(r"generator process \(pid (\d+)\)", " ".join(getattr(exc, "__notes__", []))).group(1))
+
+
+def test_with_no_lag_allowed_the_pipeline_is_the_synchronous_loop_step_for_step(task, reference, cpu_preset):
+    """max_staleness=0: the generator waits for each update, draws the same seeds: train()'s numbers."""
+    kw = dict(steps=3, sequences_per_step=64, eval_every=3, progress=False)
+    sync = train(make_algorithm("grpo"), task=task, reference=reference, preset=cpu_preset, **kw)
+    pipe = train_pipeline(make_algorithm("grpo"), task=task, reference=reference, preset=cpu_preset, max_staleness=0, **kw)  # fmt: skip
+    for key in ("reward", "kl", "grad_norm", "clip_ratio"):
+        assert pipe.series(key).tolist() == sync.series(key).tolist(), key
+    assert pipe.eval_series().tolist() == sync.eval_series().tolist()
+    assert pipe.series("lag").tolist() == [0, 0, 0] and pipe.config["pipeline"] == "async"
+    assert multiprocessing.active_children() == []
+
+
+def test_two_processes_learn_within_the_lag_bound_and_without_updates_do_not(task, cpu_preset):
+    """K = 2: the learner trains on batches up to 2 versions old (each 4 optimizer steps: staleness 8) and
+    the reward of "7" first still rises by more than 0.3 in 25 steps; the control, lr 1e-9, does not."""
+    rise = {}
+    for lr in (3e-3, 1e-9):
+        h = _run(FirstTokenSeven(task), cpu_preset, lr=lr, max_staleness=2, start_method="fork")
+        reward = h.series("reward")
+        rise[lr] = reward[-5:].mean() - reward[:5].mean()
+        lag = h.series("lag")
+        assert lag.max() <= 2 and lag[0] == 0 and (lag == 2).any(), lag  # the bound held, and was reached
+        assert (h.series("staleness") == 4 * lag).all()  # 2 epochs x 2 minibatches: 4 optimizer steps a version
+    assert rise[3e-3] > 0.3 and not rise[1e-9] > 0.3, rise
+
+
+def test_the_correction_sees_the_lag(task, cpu_preset):
+    """With off_policy_correction="decoupled" a batch of no lag has AReaL's weight pi_prox / pi_behav exactly 1
+    (the learner sampled it), a lagged batch a weight that is not: pi_prox is the learner's own, recomputed.
+    The learner told the off-policy path each batch's own lag."""
+    algo = make_algorithm("grpo", group_size=8, beta=0.0, lr=3e-3, off_policy_correction="decoupled")
+    h = train_pipeline(algo, task=FirstTokenSeven(task), reference=_tiny(), preset=cpu_preset, steps=4,
+                       sequences_per_step=64, progress=False, max_staleness=1, start_method="fork")  # fmt: skip
+    weight, lag = h.series("off_policy_is_ratio_mean"), h.series("lag")
+    assert lag[0] == 0 and (lag[1:] == 1).all() and weight[0] == 1.0 and (weight[1:] != 1.0).all(), (lag, weight)
+    assert algo.config.policy_lag == 0 and not hasattr(algo, "_lagged")  # the algorithm given back as it was
+
+
+@pytest.mark.parametrize("fault, says", [(RuntimeError, "RuntimeError: boom in the generator"), (KeyboardInterrupt, "KeyboardInterrupt")])  # fmt: skip
+def test_an_error_or_ctrl_c_in_the_generator_stops_both_in_one_line(task, cpu_preset, fault, says):
+    with pytest.raises(PipelineError) as e:
+        _run(FirstTokenSeven(task, fault_at=3, fault=fault), cpu_preset, max_staleness=1, start_method="fork")
+    message = str(e.value)
+    assert "\n" not in message and says in message and message.startswith("the generator process failed at batch 2")
+    assert "Traceback" in e.value.child_traceback or fault is KeyboardInterrupt
+    assert _gone(_pid(e.value)) and multiprocessing.active_children() == []
+
+
+def test_a_killed_generator_stops_the_learner(task, cpu_preset):
+    def kill(info):
+        if info.step == 2:
+            multiprocessing.active_children()[0].kill()
+
+    with pytest.raises(PipelineError, match=r"the generator process \(pid \d+\) died \(exit code -9\)") as e:
+        _run(FirstTokenSeven(task), cpu_preset, callback=kill, start_method="fork")
+    assert "\n" not in str(e.value) and _gone(_pid(e.value)) and multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("fault", [ValueError, KeyboardInterrupt])
+def test_an_error_or_ctrl_c_in_the_learner_stops_the_generator(task, cpu_preset, fault):
+    def fail(info):
+        if info.step == 2:
+            raise fault("boom in the learner")
+
+    with pytest.raises(fault, match="boom in the learner") as e:
+        _run(FirstTokenSeven(task), cpu_preset, callback=fail, start_method="fork")
+    assert _gone(_pid(e.value)) and multiprocessing.active_children() == []
+
+
+def test_where_processes_cannot_start_it_warns_in_one_line_and_runs_the_synchronous_loop(task, cpu_preset, monkeypatch):  # fmt: skip
+    def refuse(self):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        h = _run(FirstTokenSeven(task), cpu_preset, steps=3)
+    (w,) = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert str(w.message) == ("the two-process pipeline could not start (OSError: no processes here): training "
+                              "with the synchronous loop instead")  # fmt: skip
+    sync = _run(FirstTokenSeven(task), cpu_preset, fn=train, steps=3)
+    assert h.series("reward").tolist() == sync.series("reward").tolist() and "pipeline" not in h.config
+
+
+@pytest.mark.parametrize(
+    "algo, kw, says",
+    [
+        ("grpo", {"max_staleness": -1}, "max_staleness must be an integer >= 0"),
+        ("grpo", {"max_staleness": 1.5}, "max_staleness must be an integer >= 0"),
+        ("grpo", {"max_staleness": True}, "max_staleness must be an integer >= 0"),
+        ("ppo", {}, "the two-process pipeline trains GRPO"),
+        ("grpo", {"policy_lag": 2}, "policy_lag=2 simulates a lag in one process"),
+        ("grpo", {"sampler_dtype": "bfloat16"}, "sampler_dtype='bfloat16' with the pipeline"),
+    ],
+)
+def test_bad_input_is_one_line_before_any_work(task, cpu_preset, monkeypatch, algo, kw, says):
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", lambda self: pytest.fail("started"))
+    K = kw.pop("max_staleness", 1)
+    algorithm = make_algorithm(algo, **kw)
+    with pytest.raises(ValueError, match=re.escape(says)) as e:
+        check_pipeline(algorithm, K)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        train_pipeline(algorithm, task=task, reference=_tiny(), preset=cpu_preset, max_staleness=K)
