@@ -118,3 +118,16 @@ def test_notebook_11_prints_the_handouts_step_1_entropy_for_the_same_run():
     printed = re.search(r"healthy, step 1: kl \S+ and \S+, entropy ([0-9.]+) and", text)
     assert printed, "notebook 11 does not print the healthy run's step-1 entropy"
     assert printed.group(1) == handout
+
+
+def test_one_run_names_k3_naive_float32_by_its_first_kl_alone():
+    """Notebook 11's "one run, no healthy twin": on every run of the data (each class, both references, both RL
+    seeds), the first step's |kl| lies in a window, above the healthy first step's rounding and far below a real
+    KL, exactly for the naive k3. Its controls: the healthy runs (rounding, below the window), reference_is_policy
+    (exactly 0) and temperature_mismatch (a real KL, above it)."""
+    low, high = 1e-11, 1e-5
+    inside = {key for key, run in RUNS.items() if low < abs(run.steps[0]["kl"]) < high}
+    assert inside == {key for key in RUNS if key[0] == "k3_naive_float32"}
+    healthy = max(abs(run.steps[0]["kl"]) for key, run in RUNS.items() if key[0] == "healthy")
+    naive = min(abs(run.steps[0]["kl"]) for key, run in RUNS.items() if key[0] == "k3_naive_float32")
+    assert naive / healthy > 1e3  # orders of magnitude apart, not a threshold that sits on an edge
