@@ -171,3 +171,48 @@ def test_bad_input_is_one_line_before_any_work(task, cpu_preset, monkeypatch, al
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match=re.escape(says)):
         train_pipeline(algorithm, task=task, reference=_tiny(), preset=cpu_preset, max_staleness=K)
+
+
+# ------------------------------------------------------------------ grpo-edu train --pipeline async
+
+
+def _cli_error(argv, capsys, code=2) -> str:
+    from grpo_edu.command.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == code
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "usage:" not in err, err
+    return out, err
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--pipeline", "fast"], "argument --pipeline: invalid choice: 'fast' (choose from 'sync', 'async')"),
+        (["--pipeline", "async", "--max_staleness", "-1"], "argument --max_staleness: must be >= 0, got -1"),
+        (["--max_staleness", "2"], "--max_staleness acts only with --pipeline async (got --pipeline sync)"),
+        (["--pipeline", "async", "--algo", "ppo"], "--pipeline async: the two-process pipeline trains GRPO"),
+        (["--pipeline", "async", "--policy_lag", "2"], "--pipeline async: policy_lag=2 simulates a lag in one process"),
+    ],
+)
+def test_a_bad_pipeline_flag_is_one_line_before_any_work(capsys, flags, says):
+    out, err = _cli_error(["train", "--steps", "2", *flags], capsys)
+    assert out == "" and err.startswith("grpo-edu train: error: " + says), err  # nothing printed: no work began
+
+
+@pytest.mark.parametrize("raised, code, says", [
+    (PipelineError("the generator process failed at batch 2: RuntimeError: boom (x.py:1); the learner stopped too"), 2,
+     "grpo-edu train: error: the generator process failed at batch 2: RuntimeError: boom"),
+    (KeyboardInterrupt(), 130, "grpo-edu train: interrupted: the learner and the generator process stopped"),
+])  # fmt: skip
+def test_the_commands_stop_on_the_pipelines_error_or_ctrl_c_is_one_line(capsys, monkeypatch, raised, code, says):
+    import grpo_edu.studies.pipeline as pipeline
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(pipeline, "train_pipeline", fail)
+    out, err = _cli_error(["train", "--pipeline", "async", "--steps", "2", "--quiet"], capsys, code)
+    assert out.startswith("training grpo (cpu preset, seed 0, two processes, max_staleness 1)") and err.startswith(says)

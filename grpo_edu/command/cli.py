@@ -197,6 +197,21 @@ def _parser(algo: str = "grpo", only: str | None = None) -> argparse.ArgumentPar
         help="keep the run in DIR (its files replaced): config.toml, metrics.jsonl, evals.jsonl, policy.pt, "
         "TensorBoard events with tensorboard installed",
     )
+    t.add_argument(
+        "--pipeline",
+        default="sync",
+        choices=("sync", "async"),  # studies/pipeline.py PIPELINES
+        help="sync: one process, train.py's loop; async: a generator process samples while this one updates "
+        "(GRPO; grpo_edu/studies/pipeline.py)",
+    )
+    t.add_argument(
+        "--max_staleness",
+        type=_int(0),
+        default=None,
+        metavar="N",
+        help="with --pipeline async: the most weight versions a batch's sampler lags the learner (TRL's "
+        "AsyncGRPOTrainer max_staleness; default 1; 0: the synchronous loop's numbers)",
+    )
     if whole("train"):
         add_config_flags(t, {algo: ALGORITHMS[algo].Config}, reserved=[a.dest for a in t._actions])
     if algo == "grpo":
@@ -391,31 +406,59 @@ def _train(args, preset, progress):
     from ..warmstart.presets import make_task
     from ..warmstart.reference import reference_policy, train_from_preset
 
+    algo = ALGORITHMS[args.algo](args.configs[args.algo])
+    pipeline = None
+    if args.pipeline == "async":  # two processes (studies/pipeline.py): its rules checked before any work
+        from ..studies.pipeline import check_pipeline
+
+        pipeline = dict(pipeline="async", max_staleness=1 if args.max_staleness is None else args.max_staleness)
+        try:
+            check_pipeline(algo, pipeline["max_staleness"])
+        except ValueError as exc:
+            _fail(args, f"--pipeline async: {exc}")
     world = "" if preset.world == "default" else f", {preset.world} world"
-    print(f"training {args.algo} ({preset.name} preset{world}, seed {preset.seed})")
+    how = f", two processes, max_staleness {pipeline['max_staleness']}" if pipeline else ""
+    print(f"training {args.algo} ({preset.name} preset{world}, seed {preset.seed}{how})")
     task = make_task(preset)
     reference = reference_policy(preset, task=task, progress=progress)
     policy = copy.deepcopy(reference)  # the policy train() updates, kept for --out
-    algo = ALGORITHMS[args.algo](args.configs[args.algo])
     log = None
     if args.out:  # the run kept as it trains (warmstart/run_dir.py): config.toml now, a line per step after
         from ..warmstart.run_dir import RunLog
 
         run = dict(algo=args.algo, preset=preset.name, world=preset.world, seed=args.seed)
         run["steps"] = args.steps or preset.steps
+        run.update(pipeline or {})
         header = (
             f"grpo-edu train: repeat this run with grpo-edu train --config {args.out}/config.toml\n"
             f"effective seed {preset.seed} (seed + $GRPO_EDU_SEED_SHIFT)"
         )
         log = RunLog(args.out, run, algo.config.to_dict(), header)
-    h = train_from_preset(
-        algo, task, reference, policy, preset=preset, steps=args.steps, progress=progress, callback=log
-    )
+    if pipeline:
+        h = _train_pipeline(args, algo, task, reference, policy, preset, progress, log, pipeline["max_staleness"])
+    else:
+        h = train_from_preset(
+            algo, task, reference, policy, preset=preset, steps=args.steps, progress=progress, callback=log
+        )
     for e in h.evals:
         print(f"step {e['step']:4d}  samples {e['samples']:7d}  {e['seconds']:6.1f} s  accuracy {e['accuracy']:.4f}")
     if log is not None:
         wrote, note = log.close(h, policy, task)
         print("wrote " + ", ".join(wrote) + (f"\n{note}" if note else ""))
+
+
+def _train_pipeline(args, algo, task, reference, policy, preset, progress, log, max_staleness):
+    """train's run through two processes; the generator's error, or Ctrl-C, is one line (both stopped)."""
+    from ..studies.pipeline import PipelineError, train_pipeline
+
+    try:
+        return train_pipeline(algo, task, reference, policy, preset, max_staleness, steps=args.steps,
+                              progress=progress, callback=log)  # fmt: skip
+    except PipelineError as exc:
+        _fail(args, str(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"grpo-edu {args.cmd}: interrupted: the learner and the generator process stopped\n")
+        raise SystemExit(130) from None
 
 
 def _sample(args, preset=None, progress=False):  # the preset is the kept run's
@@ -537,6 +580,7 @@ def _fail(args, message: str):
 _ONLY_WITH = (
     ("compare", "seconds", ("budget", "seconds"), "add --budget seconds, or drop --seconds"),
     ("compare", "steps", ("budget", "samples"), "drop --steps (a seconds budget trains each algorithm --seconds)"),
+    ("train", "max_staleness", ("pipeline", "async"), "add --pipeline async, or drop --max_staleness"),
 )
 
 
