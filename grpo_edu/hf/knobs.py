@@ -285,7 +285,12 @@ NO_COUNTERPART = (
     ("grpo_edu", "max_length=None with loss_type='constant'", "per-batch constant"),
     ("grpo_edu", "warmup_steps > 0", "HF's linear warmup starts at lr 0, one update behind ours"),
     ("grpo_edu", "a fresh minibatch shuffle every epoch", "TRL shuffles a generation batch once for all mu"),
-    ("grpo_edu", "pi_old = the sampler's log-probs", "TRL recomputes them with a forward pass when mu > 1"),
+    (
+        "grpo_edu",
+        "pi_old = the sampler's log-probs",
+        "TRL recomputes them with a forward pass when a batch feeds more than one optimizer step "
+        "(gradient_accumulation_steps not a multiple of steps_per_generation x num_iterations)",
+    ),
     ("grpo_edu", "rollout.prompt_sharing (on)", "each prompt run once for its G rows (same numbers, less compute)"),
     ("TRL", "use_bias_correction_kl=True (default)", "KL term times the ratio: a different KL gradient"),
     ("grpo_edu", "sampler_dtype='bfloat16'/'float16'", "the policy cast to it samples (TRL: a vLLM engine)"),
