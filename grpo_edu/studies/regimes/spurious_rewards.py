@@ -429,7 +429,8 @@ def claims(res) -> list:
     ))  # fmt: skip
     for name in ("random, several", f"random, several{SPREAD}"):
         if name in runs:
-            also = f"; {row('random, one update')}" if name == "random, several" else ""
+            other = "random, one update" if name == "random, several" else f"true, several{SPREAD}"
+            also = f"; {row(other)}" if other in runs else ""  # the other schedule, or the world's true reward
             out.append(claim(
                 f"[{world(name)} world] random rewards (p = 0.5, Shao et al.'s) raise the sampled accuracy with "
                 "several updates per batch (the clip active)",
