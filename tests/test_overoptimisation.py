@@ -25,7 +25,10 @@ def test_overoptimisation_on_a_tiny_setup(tiny):
     assert set(res["reward_models"]) == {64} and set(res["runs"][64]) == {0.0, 0.3}
     for runs in res["runs"][64].values():
         c = runs[0]
-        assert c["step"] == [0, 1, 2] and len(c["gold"]) == len(c["kl"]) == 3 and abs(c["kl"][0]) < 1e-5
+        assert c["step"] == [0, 1, 2] and len(c["gold"]) == len(c["kl"]) == len(c["sampled_gold"]) == 3
+        assert abs(c["kl"][0]) < 1e-5 and all(0 <= g <= 1 for g in c["sampled_gold"])
+    # step 0 is the reference's samples of the monitor's fixed prompts and seed: the same sampled gold at every beta
+    assert len({runs[0]["sampled_gold"][0] for runs in res["runs"][64].values()}) == 1
     fit, start = res["fits"][64], res["runs"][64][0.0][0]["gold"][0]
     assert isinstance(fit, GaoFit) and fit.start == start and fit.n == 2  # steps 1 and 2 of the one beta-0 run
     f = res["frontier"][64]

@@ -14,7 +14,7 @@ from ... import functional as Fn
 from ...algorithms import make_algorithm
 from ...demos.reward_model import ProxyTask, RewardModelConfig, exploits, train_reward_model
 from ...measure.verdicts import on_seeds
-from ...rollout import generate, sequence_logprobs
+from ...rollout import expand, generate, sequence_logprobs
 from ...train import train
 from ...warmstart.presets import make_task, resolve_preset
 from .common import above, bar, claim, rule, spread, verdict
@@ -22,12 +22,16 @@ from .common import above, bar, claim, rule, spread, verdict
 
 class KLMonitor:
     """At each evaluation (``train(..., on_evaluate=monitor)``): KL(pi || pi_ref) per completion (exact
-    over the vocabulary, summed over the tokens of completions sampled from pi for a fixed set of prompts)."""
+    over the vocabulary, summed over the tokens of completions sampled from pi for a fixed set of prompts),
+    and ``sampled_gold``, the exact reward's mean on those same sampled completions (Gao et al.'s gold: the
+    gold score of the policy's samples, where the training's "gold" is greedy held-out accuracy)."""
 
     def __init__(self, policy, reference, task, n_prompts=64, group=4, seed=12345):
         self.policy, self.reference, self.task, self.seed, self.group = policy, reference, task, seed, group
-        self.prompts = task.encode_prompts(task.sample(n_prompts, seed))
+        self.problems = task.sample(n_prompts, seed)
+        self.prompts = task.encode_prompts(self.problems)
         self.kl: list[float] = []
+        self.sampled_gold: list[float] = []
 
     def __call__(self, *_):
         import torch
@@ -38,6 +42,9 @@ class KLMonitor:
             _, logits = sequence_logprobs(self.policy, ro, return_logits=True)
             _, ref_logits = sequence_logprobs(self.reference, ro, return_logits=True)
             self.kl.append(float(Fn.masked_sum(Fn.exact_kl(logits, ref_logits), ro.mask, dim=1).mean()))
+            rows = expand(self.problems, self.group)
+            scores = self.task.token_scores(rows, ro.completion_ids, ro.mask).to(ro.mask.device)
+            self.sampled_gold.append(float(scores.sum(1).mean()))
 
 
 DEFAULT_SETTINGS = ((0.0, "loss"), (0.3, "loss"), (1.0, "loss"), (0.3, "reward"))
@@ -47,7 +54,8 @@ def rl_against(rm, reference, task, preset, beta, where, seed, steps, eval_every
     """One GRPO run from ``reference`` against sigmoid(``rm``) with the KL penalty ``beta`` (in the
     loss or the reward: ``where``): ``(curve, policy, proxy)``, the curve MEASURED at each
     evaluation (every ``eval_every`` steps): "step", "gold" (exact held-out accuracy), "kl"
-    (KL(pi || pi_ref) per completion, `KLMonitor`), "proxy" (the batch's proxy reward, at step 0
+    (KL(pi || pi_ref) per completion, `KLMonitor`), "sampled_gold" (the exact reward's mean on the monitor's
+    sampled completions), "proxy" (the batch's proxy reward, at step 0
     the first batch's, then the mean of the 5 steps before)."""
     policy = copy.deepcopy(reference)
     monitor = KLMonitor(policy, reference, task)
@@ -57,7 +65,8 @@ def rl_against(rm, reference, task, preset, beta, where, seed, steps, eval_every
               on_evaluate=monitor)  # fmt: skip
     ev, reward = [e["step"] for e in h.evals], h.series("reward")
     proxy_curve = [float(reward[0])] + [float(np.mean(reward[max(0, s - 5) : s])) for s in ev[1:]]
-    return {"step": ev, "gold": list(h.eval_series()), "kl": monitor.kl, "proxy": proxy_curve}, policy, proxy
+    curve = {"step": ev, "gold": list(h.eval_series()), "kl": monitor.kl, "sampled_gold": monitor.sampled_gold}
+    return {**curve, "proxy": proxy_curve}, policy, proxy
 
 
 def run_reward_model(
