@@ -67,6 +67,7 @@ STUDY_COMMANDS = [
     "credit_pays",
     "gap_ablation",
     "gpu_curve",
+    "pipeline_race",
     "policy_lag",
     "reference_seeds",
     "speedrun",

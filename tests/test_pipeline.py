@@ -216,3 +216,20 @@ def test_the_commands_stop_on_the_pipelines_error_or_ctrl_c_is_one_line(capsys, 
     monkeypatch.setattr(pipeline, "train_pipeline", fail)
     out, err = _cli_error(["train", "--pipeline", "async", "--steps", "2", "--quiet"], capsys, code)
     assert out.startswith("training grpo (cpu preset, seed 0, two processes, max_staleness 1)") and err.startswith(says)
+
+
+# ------------------------------------------------------------------ the race (python -m grpo_edu.studies.pipeline_race)
+
+
+def test_the_races_table_computes_the_ratios():  # its --help: tests/test_package_maps.py STUDY_COMMANDS
+    from grpo_edu.studies import pipeline_race as race
+
+    runs = [{"variant": v, "seed": 0, "seconds": s, "steps": 60, "accuracy": 0.91, "wall": s + 2, "step_seconds": 0.2}
+            for v, s in zip(race.VARIANTS, (40.0, 50.0, 30.0))]  # fmt: skip
+    runs[2].update(lag=1.0, start=2.0, generate=0.03, wait=0.001)
+    median = {r["variant"]: {k: r[k] for k in ("seconds", "wall", "step_seconds")} for r in runs}
+    res = {"machine": {"cpu": "X", "cores": 2, "kernel": "AVX2", "torch": "2"}, "max_staleness": 1, "seeds": [0],
+           "runs": runs, "median": median}  # fmt: skip
+    text = race.format_race(res)
+    assert "machine: X, 2 cores" in text and "lag 1.00, start 2.0 s, generate 30 ms, learner waits 1 ms" in text
+    assert text.splitlines()[-1].endswith("ratio 0.75") and text.splitlines()[-2].endswith("ratio 1.25")  # 30/40, 50/40

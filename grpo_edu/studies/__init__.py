@@ -16,6 +16,7 @@ STUDIES = {  # module -> what it measures (who runs it); tests/test_package_maps
     "gap_ablation": "why PPO leads GRPO per sampled answer in the default world, one switch at a time",
     "gpu_curve": "the gpu preset's learning curve, kept (the measurements page)",
     "pipeline": "the two-process pipeline: a generator samples while the learner updates (grpo-edu train --pipeline async)",
+    "pipeline_race": "wall time to 90%: the synchronous loop on 1 and 2 threads against the two-process pipeline",
     "policy_lag": "what a sampler k updates behind costs GRPO, and what each correction pays back (notebook 13)",
     "reference_seeds": "which lessons hang on one reference: short runs from references of other seeds",
     "regimes": "each claim of the derivation where it fails and where it holds (grpo-edu regimes)",
