@@ -243,6 +243,14 @@ def test_step_cost_counts(name, updates, expected):
     assert c["seconds_per_step"] == pytest.approx(c["generation_seconds"] + c["update_seconds"])
 
 
+def test_step_cost_times_grpo_with_every_row_its_own_prompt():
+    preset = get_preset("cpu", model=TINY, sequences_per_step=32)
+    shared, own = (D.step_cost("grpo", preset=preset, n_steps=1, share_prompts=s) for s in (True, False))
+    assert (shared["share_prompts"], own["share_prompts"]) == (True, False)
+    assert own["passes_per_step"] == shared["passes_per_step"]  # the same passes: one policy forward per update
+    assert own["sequences_per_step"] == 32 and np.isfinite(own["update_seconds"])
+
+
 def test_step_cost_runs_the_reference_only_when_it_is_used():
     preset = get_preset("cpu", model=TINY, sequences_per_step=32)
     c = D.step_cost("reinforce", preset=preset, n_steps=1, with_reference=True)

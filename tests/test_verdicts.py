@@ -79,6 +79,7 @@ def test_compare_uses_the_same_rule():
     assert compare._compare_ranges([10], [20], seeds=1) == "one seed"
     assert compare._compare_ranges([None], [20], seeds=2) == "fails here"  # a never reached the target
     assert compare._compare_ranges([10], [None, None], seeds=2) == "holds"
+    assert compare._compare_ranges([None, None], [None], seeds=2) == "depends"  # neither reached it: no ranking
     assert compare._by_margin(0.5) == "holds" and compare._by_margin(1.2) == "fails here"
     assert compare._by_margin(1.0) == "depends"
 

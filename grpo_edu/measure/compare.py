@@ -197,11 +197,14 @@ def _compare_ranges(lower_is_better_a, b, seeds: int = 2):
     """`verdicts.above` of b over a (a is better when lower), every seed of one against every seed
     of the other: holds when every a is below every b, fails here when every b is below every a
     (a tie is not a reversal: completions to the target come in whole evaluation intervals), else
-    depends. A rung that never reached the target has no value. With one seed a comparison
-    between two rungs has no spread: "one seed" (no verdict)."""
+    depends. A rung that never reached the target has no value; when neither did, the measure
+    ranks nothing: depends. With one seed a comparison between two rungs has no spread: "one
+    seed" (no verdict)."""
     a, b = ([x for x in v if x is not None] for v in (lower_is_better_a, b))
     if seeds < 2 and a and b:
         return "one seed"
+    if not a and not b:
+        return "depends"
     if not a:
         return "fails here"
     if not b:

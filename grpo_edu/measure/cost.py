@@ -35,17 +35,23 @@ def _count_passes(algo, counts: dict, phase: list) -> list:
     return handles
 
 
-def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, with_reference=None) -> dict:
+def step_cost(
+    algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, with_reference=None, share_prompts=True
+) -> dict:
     """MEASURED: what one training step (``sample_batch``, then ``update``) does: forward and
     backward passes of the policy / reference / critic per step and per update, counted by
     hooks (generation, one policy forward per token, apart); seconds of generation and update,
     medians over ``n_steps`` after an uncounted warm-up. ``reference=None``: a random-init
     policy (the counts do not depend on the weights). The reference is attached when used
     (beta > 0) or ``with_reference=True``, and run only when used (as in ``train()``).
+    ``share_prompts=False``: every row runs its own prompt (GRPO's G rows of a prompt too), so that
+    GRPO's update is timed like for like with a rung that has one answer per prompt.
     """
     if n_steps < 1:
         raise ValueError(f"n_steps must be >= 1, got {n_steps}")
-    algo, device, sample = setup_step(algorithm_name, reference, preset, seed, with_reference)
+    algo, device, sample = setup_step(
+        algorithm_name, reference, preset, seed, with_reference, share_prompts=share_prompts
+    )
     n_prompts = resolve_preset(preset).prompts(algo.config.group_size)  # the algorithm's G
     phase, counts = ["generation"], {}
     handles = _count_passes(algo, counts, phase)
@@ -80,6 +86,7 @@ def step_cost(algorithm_name, preset="cpu", reference=None, n_steps=5, seed=0, w
         "algorithm": algo.name,
         "device": str(device),
         "n_steps": n_steps,
+        "share_prompts": share_prompts,
         "sequences_per_step": n_prompts * algo.config.group_size,
         "updates_per_step": u,
         "generation_forwards_per_step": counts.get(("generation", "policy_forward"), 0) / n_steps,
