@@ -8,7 +8,7 @@ learner's, waiting for the generator included (`grpo_edu.studies.pipeline`). Bes
 accuracy read at the stop, the whole run's wall time (evaluations and the child's start included) and, for
 the pipeline, its batches' mean lag and where its two processes' time went.
 
-    python -m grpo_edu.studies.pipeline_race                   # seeds 0, 1, 2; K = 1
+    python -m grpo_edu.studies.pipeline_race                   # seeds 0, 1, 2; K = 1, ppo_clip
     python -m grpo_edu.studies.pipeline_race --seeds 0 --max_staleness 2 --json race.json
 """
 
@@ -39,13 +39,14 @@ VARIANTS = {  # name -> (torch threads of the one process, or of each of the two
 }
 
 
-def _one(variant: str, preset, task, reference, seed: int, max_staleness: int) -> dict:
+def _one(variant: str, preset, task, reference, seed: int, max_staleness: int, correction: str) -> dict:
     threads, two = VARIANTS[variant]
     torch.set_num_threads(threads)
     kw = dict(preset=preset, seed=seed, steps=MAX_STEPS, target_accuracy=TARGET, eval_every=10, progress=False)
     t0 = time.perf_counter()
     if two:
-        h = train_pipeline(make_algorithm("grpo"), task, reference, max_staleness=max_staleness, threads=1, **kw)
+        algo = make_algorithm("grpo", off_policy_correction=correction)
+        h = train_pipeline(algo, task, reference, max_staleness=max_staleness, threads=1, **kw)
     else:
         h = train(make_algorithm("grpo"), task, reference, **kw)
     wall = time.perf_counter() - t0
@@ -65,29 +66,34 @@ def _one(variant: str, preset, task, reference, seed: int, max_staleness: int) -
     return out
 
 
-def race(seeds=(0, 1, 2), max_staleness: int = 1, progress: bool = False) -> dict:
-    """Each seed's three runs (in `VARIANTS`' order), the machine, and the medians over the seeds."""
+def race(seeds=(0, 1, 2), max_staleness: int = 1, correction: str = "ppo_clip", progress: bool = False) -> dict:
+    """Each seed's three runs (in `VARIANTS`' order), the machine, and the medians over the seeds. The pipeline's
+    ``off_policy_correction`` is "ppo_clip" by default: the ratio against the log-probs that came with the batch,
+    the synchronous loop's own loss (with no lag every correction is), and no extra forward for the learner."""
     preset = get_preset("cpu")
     setup_torch(preset, preset.seed)
     task = make_task(preset)
     reference = reference_policy(preset, task=task, progress=progress)
     torch.set_num_threads(1)
     train(make_algorithm("grpo"), task, reference, preset=preset, steps=1, eval_every=1, progress=False)  # warm-up
-    runs = [_one(v, preset, task, reference, preset.seed + s, max_staleness) for s in seeds for v in VARIANTS]
+    runs = [
+        _one(v, preset, task, reference, preset.seed + s, max_staleness, correction) for s in seeds for v in VARIANTS
+    ]
     torch.set_num_threads(1)
     median = {
         v: {k: statistics.median(r[k] for r in runs if r["variant"] == v) for k in ("seconds", "wall", "step_seconds")}
         for v in VARIANTS
     }
-    return {"machine": {**machine(), "cores": os.cpu_count()}, "max_staleness": max_staleness, "seeds": list(seeds),
-            "runs": runs, "median": median}  # fmt: skip
+    return {"machine": {**machine(), "cores": os.cpu_count()}, "max_staleness": max_staleness, "correction": correction,
+            "seeds": list(seeds), "runs": runs, "median": median}  # fmt: skip
 
 
 def format_race(res: dict) -> str:
     m = res["machine"]
     lines = [
         f"GRPO (default config) from the cpu preset's reference to {TARGET:.0%} held-out greedy accuracy, evaluated "
-        f"every 10 steps; seeds {', '.join(map(str, res['seeds']))}; pipeline max_staleness {res['max_staleness']}",
+        f"every 10 steps; seeds {', '.join(map(str, res['seeds']))}; pipeline max_staleness {res['max_staleness']}, "
+        f"off_policy_correction {res.get('correction', 'none')}",
         f"machine: {m['cpu']}, {m['cores']} cores, ATen kernel {m['kernel']}, torch {m['torch']}",
         f"{'variant':30s} {'seed':>4s} {'s to 90%':>9s} {'steps':>5s} {'accuracy':>8s} {'s/step':>7s} {'wall s':>7s}",
     ]
@@ -110,6 +116,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m grpo_edu.studies.pipeline_race", description=__doc__.split("\n")[0])
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (added to the preset's)")
     p.add_argument("--max_staleness", type=int, default=1, help="the pipeline's lag bound K (weight versions)")
+    p.add_argument("--correction", default="ppo_clip", help="the pipeline's off_policy_correction")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
     args = p.parse_args(argv)
     try:
@@ -118,7 +125,11 @@ def main(argv=None) -> int:
         p.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     if args.max_staleness < 0:
         p.error(f"--max_staleness must be >= 0, got {args.max_staleness}")
-    res = race(seeds, args.max_staleness)
+    try:
+        make_algorithm("grpo", off_policy_correction=args.correction)
+    except ValueError as exc:
+        p.error(str(exc))
+    res = race(seeds, args.max_staleness, args.correction)
     print(format_race(res))
     if args.json:
         with open(args.json, "w") as f:
