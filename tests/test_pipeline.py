@@ -56,11 +56,18 @@ def _run(task, cpu_preset, fn=train_pipeline, lr=3e-3, steps=25, **kw):
 
 
 def _gone(pid: int) -> bool:
+    """No such process, or a zombie (exited; where no init reaps it, its entry stays)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
         return True
-    return False
+    except OSError:  # no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
 
 
 def _pid(exc) -> int:
@@ -123,6 +130,44 @@ def test_a_killed_generator_stops_the_learner(task, cpu_preset):
     with pytest.raises(PipelineError, match=r"the generator process \(pid \d+\) died \(exit code -9\)") as e:
         _run(FirstTokenSeven(task), cpu_preset, callback=kill, start_method="fork")
     assert "\n" not in str(e.value) and _gone(_pid(e.value)) and multiprocessing.active_children() == []
+
+
+KILLED_LEARNER = """
+import multiprocessing, time, torch
+from grpo_edu import ModelConfig, TinyGPT, get_preset, make_algorithm, make_task
+from grpo_edu.studies.pipeline import train_pipeline
+
+def stuck(info):  # the learner, after its first step: says its child's pid, then hangs until killed
+    print(multiprocessing.active_children()[0].pid, flush=True)
+    time.sleep(60)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    p, tiny = get_preset("cpu"), TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+    train_pipeline(make_algorithm("grpo", beta=0.0), make_task(p), tiny, preset=p, steps=5, sequences_per_step=64,
+                   progress=False, callback=stuck, start_method="fork")
+"""
+
+
+def test_a_learner_killed_outright_leaves_no_orphan(tmp_path):
+    """SIGKILL runs no cleanup in the learner: the generator sees its parent gone and exits by itself."""
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "learner.py").write_text(KILLED_LEARNER)
+    learner = subprocess.Popen([sys.executable, str(tmp_path / "learner.py")], stdout=subprocess.PIPE, text=True)
+    pid = int(learner.stdout.readline())
+    assert not _gone(pid)  # the control: the generator was running
+    learner.kill()
+    learner.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = _gone(pid)
+    if not gone:  # the orphan the test found, not left behind
+        os.kill(pid, 9)
+    assert gone
 
 
 @pytest.mark.parametrize("fault", [ValueError, KeyboardInterrupt])

@@ -126,31 +126,42 @@ def _generator(model, task, job: dict, shared: dict, version, weights, sampling,
             return sample_batch(model, task, job["n_prompts"], G, rng, gen, job["temperature"], job["reward_kind"],
                                 job["share_prompts"])  # fmt: skip
 
-        def orphaned():
+        def orphaned():  # the learner is gone (killed): this process ends too
             return parent is not None and not parent.is_alive()
+
+        def hold(lock) -> bool:  # the lock, or False once the learner is gone (it may have died holding it)
+            while not lock.acquire(timeout=POLL):
+                if orphaned():
+                    return False
+            return True
 
         messages.put(("ready", os.getpid()))
         b = 0
         while not stop.is_set():
-            with weights:
+            if not hold(weights):
+                return
+            try:
                 while version.value < b - K and not stop.is_set():  # at most K versions behind the learner
                     weights.wait(POLL)
                     if orphaned():
                         return
-                if stop.is_set():
-                    break
-                if version.value > mine:  # the newest weights the learner has published
+                if version.value > mine and not stop.is_set():  # the newest weights the learner published
                     with torch.no_grad():
                         for k, v in shared.items():
                             params[k].copy_(v)
                     mine = version.value
-            t0 = time.perf_counter()
-            with sampling:
+            finally:
+                weights.release()
+            if stop.is_set() or not hold(sampling):
+                break
+            try:
+                t0 = time.perf_counter()
                 if job["dynamic_sampling"]:
                     ro, scores, problems, generated = dynamic_sampling(sample, G, job["max_resample"])
                 else:
-                    ro, scores, problems = sample()
-                    generated = ro.batch_size
+                    (ro, scores, problems), generated = sample(), job["n_prompts"] * G
+            finally:
+                sampling.release()
             item = (b, mine, _pack(ro, scores), problems, generated, time.perf_counter() - t0)
             while not stop.is_set():
                 try:
