@@ -9,6 +9,7 @@ pieces. The core is split by concern, one page of equations per module:
     losses.py       REINFORCE's loss, PPO's clipped surrogate, the value loss, the end of every rung's loss
     objectives.py   the objectives after DAPO: GSPO, CISPO, the importance weight of a sampler apart
     off_policy.py   the corrections for a sampler k updates behind: AReaL's decoupled weight, IcePop, M2PO
+    distillation.py on-policy distillation's per-token advantage: minus the sampled reverse KL to a teacher
 
 and ``from grpo_edu import functional as Fn; Fn.<name>`` reaches every one of them. Notation and
 shapes (as in the notebooks):
@@ -46,6 +47,7 @@ from .advantages import (
     running_mean,
     signed_advantages,
 )
+from .distillation import distillation_advantages
 from .logprobs import entropy, exact_kl, kl_estimate, kl_penalized_rewards, token_logprobs
 from .losses import clipped_surrogate_loss, policy_gradient_loss, regularized_loss, value_loss
 from .objectives import SAMPLER_IS_MODES as SAMPLER_IS_MODES  # the modes of sampler_importance_weights
@@ -60,6 +62,6 @@ __all__ = [
     "token_logprobs", "entropy", "kl_estimate", "exact_kl", "kl_penalized_rewards",
     "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss", "regularized_loss",
     "sequence_log_ratio", "gspo_loss", "cispo_loss", "sampler_importance_weights",
-    "signed_advantages", "decoupled_weights", "icepop_weights", "m2po_mask",
+    "signed_advantages", "decoupled_weights", "icepop_weights", "m2po_mask", "distillation_advantages",
 ]  # fmt: skip
 """Every function of the core (the names `grpo_edu.plug` and ``functions=`` may replace)."""
