@@ -140,3 +140,63 @@ def test_the_student_learns_the_teacher(config, task, tiny_policy, reference):
     learned = _distill(task, copy.deepcopy(tiny_policy), reference, lr=3e-3, **config)
     assert abs(frozen - start) < 1e-4 * start
     assert learned < 0.7 * start, (start, learned)
+
+
+# ------------------------------------------------------------------ TRL's names, and the study
+
+
+def test_every_distill_knob_has_its_gkd_name():
+    from dataclasses import fields
+
+    from grpo_edu.hf.names import GKD_KNOBS
+
+    assert set(GKD_KNOBS) == {f.name for f in fields(DistillConfig)} | {"teacher"}
+    assert all(trl and note for trl, note in GKD_KNOBS.values())
+
+
+@pytest.mark.parametrize(("objective", "beta"), [("reverse_kl", 1.0), ("forward_kl", 0.0)])
+def test_the_exact_kls_are_trl_gkd_losses(objective, beta, monkeypatch):
+    """objective="reverse_kl" (token_mean) is TRL GKD's loss at beta = 1, "forward_kl" at beta = 0, to 1e-6."""
+    pytest.importorskip("trl")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl.experimental.gkd import GKDTrainer
+
+    torch.manual_seed(0)
+    student, teacher = torch.randn(3, 4, 17), torch.randn(3, 4, 17)
+    mask = torch.tensor([[1.0, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    direction = "pi||ref" if objective == "reverse_kl" else "ref||pi"
+    ours = Fn.aggregate_loss(Fn.exact_kl(student, teacher, direction), mask, "token_mean")
+    labels = torch.where(mask > 0, 1, -100)
+    theirs = GKDTrainer.generalized_jsd_loss(student, teacher, labels, beta=beta)
+    other = GKDTrainer.generalized_jsd_loss(student, teacher, labels, beta=1.0 - beta)
+    assert abs(float(ours) - float(theirs)) < 1e-6 and abs(float(ours) - float(other)) > 1e-3  # control: the other KL
+
+
+def test_at_time_by_hand():
+    from grpo_edu.studies.distillation import at_time
+
+    evals = [(0.0, 0.5), (2.0, 0.6), (4.0, 0.7)]
+    assert [at_time(evals, s) for s in (0.0, 1.9, 2.0, 5.0)] == [0.5, 0.5, 0.6, 0.7]
+
+
+def test_the_study_runs_tiny_and_its_control_moves_nothing(tmp_path, capsys):
+    """One case at the tiny size (numbers meaningless): the table, the teacher cached and loaded again, and the
+    control (the student its own teacher) ends exactly at the reference's accuracy."""
+    from grpo_edu.studies import distillation as study
+
+    case = "default world, RL teacher"
+    res = study.run(seeds=1, size="tiny", cases=[case], cache=tmp_path, progress=False)
+    rec = res["cases"][case]
+    assert set(rec["runs"]) == set(study.CASES[case][2]) and len(list(tmp_path.glob("teacher-rl-*.pt"))) == 1
+    for runs in rec["runs"].values():
+        assert runs[0]["tokens"] > 0 and runs[0]["seconds"] > 0 and 0 <= runs[0]["acc_equal_time"] <= 1
+    assert res["control"]["all"] == res["control"]["reference"] == rec["reference"]["all"]
+    again = study.run(seeds=1, size="tiny", cases=[case], cache=tmp_path, progress=False)
+    assert again["cases"][case]["teacher"] == rec["teacher"]  # the cached teacher, loaded
+    text = study.report(res)
+    assert "verdicts" in text and "distillation beats GRPO" in text and "control" in text
+    with pytest.raises(ValueError, match="unknown cases"):
+        study.run(seeds=1, size="tiny", cases=["nowhere"], cache=tmp_path)
+    with pytest.raises(SystemExit):
+        study.main(["--help"])
+    assert capsys.readouterr().out.startswith("usage: ")

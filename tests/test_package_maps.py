@@ -65,6 +65,7 @@ def test_studies_table_lists_every_study():
 
 STUDY_COMMANDS = [
     "credit_pays",
+    "distillation",
     "gap_ablation",
     "gpu_curve",
     "pipeline_race",

@@ -90,3 +90,30 @@ def to_trl(config) -> tuple[str, TRLLoss, str]:
     level = "sequence" if config.policy_loss in SEQUENCE_LEVEL else "token"
     name = next((n for n, r in TRL_LOSS_TYPES.items() if (r.policy_loss, r.loss_type) == (objective, config.loss_type)), None)  # fmt: skip
     return name, TRL_LOSS_TYPES.get(name), level
+
+
+GKD_KNOBS = {  # DistillConfig's field (and the teacher) -> (TRL's GKDConfig / GKDTrainer name, what corresponds)
+    "teacher": ("teacher_model", "GKDTrainer's teacher; ours a policy with the student's tokenizer"),
+    "samples": ("lmbda, seq_kd", "'student': lmbda=1 (every batch the student's own answers); 'teacher': lmbda=0, "
+                "seq_kd=True (the teacher's sampled answers); TRL's 0 < lmbda < 1 mixes the two by batch, ours does not"),
+    "objective": ("beta", "'reverse_kl': beta=1 (KL(student||teacher) per token, exact over the vocabulary); "
+                  "'forward_kl': beta=0; TRL's 0 < beta < 1 (the generalized JSD) has no objective here; 'advantage' "
+                  "(Thinking Machines: the sampled reverse KL as a per-token advantage in the policy-gradient loss) and "
+                  "'nll' (SFT on the teacher's answers: TRL SFTTrainer on them) are not GKD losses"),
+    "kl_coef": ("-", "scales objective='advantage' (Thinking Machines' kl_penalty_coef); GKD's loss has no coefficient"),
+    "group_size": ("-", "GKD samples one answer per prompt: 1"),
+    "eps_low": ("-", "the clip of objective='advantage' over epochs; GKD's loss has no ratio"),
+    "eps_high": ("-", "as eps_low"),
+    "temperature": ("temperature", "sampling temperature, also of the KL's softmax (TRL's default 0.9, ours 1.0)"),
+    "loss_type": ("-", "GKD's reduction 'batchmean' with labels is a mean over the completion tokens: token_mean"),
+    "max_length": ("-", "the constant of loss_type='constant'; TRL's max_new_tokens is the generation limit"),
+    "entropy_coef": ("-", "no GKD counterpart"),
+    "lr": ("learning_rate", "AdamW, weight decay 0"),
+    "max_grad_norm": ("max_grad_norm", "global L2 gradient clipping"),
+    "epochs": ("-", "GKD: one optimizer step per generated batch (epochs=1, minibatches=1)"),
+    "minibatches": ("gradient_accumulation_steps", "GKD: one step per batch; ours several, as GRPO's default"),
+    "warmup_steps": ("warmup_steps", "linear warmup (HF's from lr 0)"),
+    "adam_betas": ("adam_beta1, adam_beta2", "AdamW betas"),
+}  # fmt: skip
+"""On-policy distillation (`grpo_edu.algorithms.distill`) in TRL's GKD trainer (``trl.experimental.gkd``): each
+field of ``DistillConfig`` and the teacher, with the GKD setting that does the same, or "-" and why not."""

@@ -13,6 +13,7 @@ STUDIES = {  # module -> what it measures (who runs it); tests/test_package_maps
     "ablation": "which settings of the reference make RL fast or slow (grpo-edu ablate)",
     "bench": "generation speed, step time, passes and memory per algorithm (grpo-edu bench)",
     "credit_pays": "where a critic's per-token credit pays, in three worlds (notebook 08 part 2)",
+    "distillation": "on-policy distillation against SFT on a teacher's answers and GRPO, at equal tokens (issue 50)",
     "gap_ablation": "why PPO leads GRPO per sampled answer in the default world, one switch at a time",
     "gpu_curve": "the gpu preset's learning curve, kept (the measurements page)",
     "pipeline": "the two-process pipeline: a generator samples while the learner updates (grpo-edu train --pipeline async)",
