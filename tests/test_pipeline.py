@@ -122,13 +122,21 @@ def test_an_error_or_ctrl_c_in_the_generator_stops_both_in_one_line(task, cpu_pr
     assert _gone(_pid(e.value)) and multiprocessing.active_children() == []
 
 
-def test_a_killed_generator_stops_the_learner(task, cpu_preset):
-    def kill(info):
-        if info.step == 2:
-            multiprocessing.active_children()[0].kill()
+@pytest.mark.parametrize(
+    "sig, says",
+    [(9, r"the generator process \(pid \d+\) died \(exit code -9\)"), (2, r"failed at batch \d+: KeyboardInterrupt")],
+    ids=["SIGKILL", "SIGINT"],
+)
+def test_a_generator_killed_or_interrupted_stops_the_learner(task, cpu_preset, sig, says):
+    """A real signal to the child alone, at any point of its loop (a condition's notify would wait forever for
+    a waiter killed in its wait: the learner must not)."""
 
-    with pytest.raises(PipelineError, match=r"the generator process \(pid \d+\) died \(exit code -9\)") as e:
-        _run(FirstTokenSeven(task), cpu_preset, callback=kill, start_method="fork")
+    def signal_it(info):
+        if info.step == 2:
+            os.kill(multiprocessing.active_children()[0].pid, sig)
+
+    with pytest.raises(PipelineError, match=says) as e:
+        _run(FirstTokenSeven(task), cpu_preset, steps=40, callback=signal_it, start_method="fork")
     assert "\n" not in str(e.value) and _gone(_pid(e.value)) and multiprocessing.active_children() == []
 
 

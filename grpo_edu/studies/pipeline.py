@@ -109,10 +109,11 @@ def _unpack(payload: dict) -> tuple[Rollout, torch.Tensor]:
 # ------------------------------------------------------------------ the generator process
 
 
-def _generator(model, task, job: dict, shared: dict, version, weights, sampling, batches, messages, stop):
-    """The child's loop (module level: ``spawn`` finds it by name). ``weights``: the condition (and lock)
-    under which the learner writes ``shared`` and ``version``; ``sampling``: held while sampling (the
-    learner takes it to evaluate)."""
+def _generator(model, task, job: dict, shared: dict, version, weights, published, sampling, batches, messages, stop):
+    """The child's loop (module level: ``spawn`` finds it by name). ``weights``: the lock under which the
+    learner writes ``shared`` and ``version``, then releases ``published``; ``sampling``: held while sampling
+    (the learner takes it to evaluate); ``stop``: a shared flag. Locks and semaphores only, each waited on
+    with a timeout: a condition's notify waits for its waiters, and would wait forever for a dead one."""
     b = -1
     try:
         torch.set_num_threads(job["threads"])
@@ -137,22 +138,22 @@ def _generator(model, task, job: dict, shared: dict, version, weights, sampling,
 
         messages.put(("ready", os.getpid()))
         b = 0
-        while not stop.is_set():
-            if not hold(weights):
-                return
+        while not stop.value:
+            while version.value < b - K and not stop.value:  # at most K versions behind the learner
+                published.acquire(timeout=POLL)
+                if orphaned():
+                    return
+            if stop.value or not hold(weights):
+                break
             try:
-                while version.value < b - K and not stop.is_set():  # at most K versions behind the learner
-                    weights.wait(POLL)
-                    if orphaned():
-                        return
-                if version.value > mine and not stop.is_set():  # the newest weights the learner published
+                if version.value > mine:  # the newest weights the learner published
                     with torch.no_grad():
                         for k, v in shared.items():
                             params[k].copy_(v)
                     mine = version.value
             finally:
                 weights.release()
-            if stop.is_set() or not hold(sampling):
+            if stop.value or not hold(sampling):
                 break
             try:
                 t0 = time.perf_counter()
@@ -163,7 +164,7 @@ def _generator(model, task, job: dict, shared: dict, version, weights, sampling,
             finally:
                 sampling.release()
             item = (b, mine, _pack(ro, scores), problems, generated, time.perf_counter() - t0)
-            while not stop.is_set():
+            while not stop.value:
                 try:
                     batches.put(item, timeout=POLL)
                     break
@@ -189,12 +190,13 @@ class Generator:
         ctx = torch.multiprocessing.get_context(start_method)
         self.shared = {k: v.detach().clone().share_memory_() for k, v in policy.state_dict().items()}
         self.version = ctx.Value("q", 0, lock=False)  # read and written under self.weights
-        self.weights, self.sampling, self.stop_event = ctx.Condition(ctx.Lock()), ctx.Lock(), ctx.Event()
+        self.weights, self.published, self.sampling = ctx.Lock(), ctx.Semaphore(0), ctx.Lock()
+        self.stop_flag = ctx.Value("i", 0, lock=False)
         self.max_staleness = job["max_staleness"]
         self.batches, self.messages = ctx.Queue(maxsize=self.max_staleness + 1), ctx.Queue()
         model = copy.deepcopy(policy).cpu()
-        args = (model, task, job, self.shared, self.version, self.weights, self.sampling, self.batches,
-                self.messages, self.stop_event)  # fmt: skip
+        args = (model, task, job, self.shared, self.version, self.weights, self.published, self.sampling,
+                self.batches, self.messages, self.stop_flag)  # fmt: skip
         self.process = ctx.Process(target=_generator, args=args, name="grpo-edu generator", daemon=True)
         t0 = time.perf_counter()
         try:
@@ -261,9 +263,9 @@ class Generator:
                 for k, v in policy.state_dict().items():
                     self.shared[k].copy_(v)
             self.version.value = version
-            self.weights.notify_all()
         finally:
             self.weights.release()
+        self.published.release()  # wakes the generator if it waits for this version
 
     def hold(self):
         """Take the sampling lock (the generator finishes its batch and waits); `release` gives it back."""
@@ -274,7 +276,7 @@ class Generator:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the child and wait for it (terminate, then kill, if it does not exit by itself)."""
-        self.stop_event.set()
+        self.stop_flag.value = 1
         deadline = time.perf_counter() + timeout
         while self.process.is_alive() and time.perf_counter() < deadline:
             try:  # drain the queue: a child blocked on a full queue exits
