@@ -204,6 +204,31 @@ def test_where_processes_cannot_start_it_warns_in_one_line_and_runs_the_synchron
     assert h.series("reward").tolist() == sync.series("reward").tolist() and "pipeline" not in h.config
 
 
+class FailsOnArrival(FirstTokenSeven):
+    """A task the child cannot unpickle: with RuntimeError, a child that cannot start; with KeyboardInterrupt,
+    Ctrl-C while it starts."""
+
+    def __setstate__(self, state):
+        raise state["fault"]("on arrival")
+
+
+@pytest.mark.parametrize("fault", [RuntimeError, KeyboardInterrupt])
+def test_a_child_that_cannot_start_falls_back_and_ctrl_c_as_it_starts_stops(task, cpu_preset, fault):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if fault is KeyboardInterrupt:  # killed by its signal (exit code < 0): stopped, not run another way
+            with pytest.raises(PipelineError, match=r"the generator process exited with code -2 before it was ready"):
+                _run(FailsOnArrival(task, fault=fault), cpu_preset, steps=3)
+        else:  # exit code 1: it cannot start here; the synchronous loop runs
+            h = _run(FailsOnArrival(task, fault=fault), cpu_preset, steps=3)
+            assert len(h.steps) == 3 and "pipeline" not in h.config
+    warned = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert warned == ([] if fault is KeyboardInterrupt else [
+        "the two-process pipeline could not start (the generator process exited with code 1 before it was ready): "
+        "training with the synchronous loop instead"])  # fmt: skip
+    assert multiprocessing.active_children() == []
+
+
 @pytest.mark.parametrize(
     "algo, kw, says",
     [

@@ -221,11 +221,16 @@ class Generator:
                 msg = self.messages.get(timeout=POLL)
             except queue.Empty:
                 if not self.process.is_alive():
-                    raise CannotStart(f"the generator process exited with code {self.process.exitcode} before it was ready") from None  # fmt: skip
+                    code = self.process.exitcode  # < 0: killed by a signal (Ctrl-C too): not a failure to start
+                    raise (CannotStart if code > 0 else PipelineError)(
+                        f"the generator process exited with code {code} before it was ready"
+                    ) from None
                 continue
             if msg[0] == "ready":
                 return
-            raise CannotStart(f"the generator process failed as it started: {msg[2]}")
+            raise (PipelineError if msg[2].startswith("KeyboardInterrupt") else CannotStart)(
+                f"the generator process failed as it started: {msg[2]}"
+            )
         raise CannotStart(f"the generator process was not ready after {timeout:.0f} s")
 
     def check(self) -> None:
