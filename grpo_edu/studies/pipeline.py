@@ -14,12 +14,11 @@ The loop of train.py, split in two processes (asynchronous GRPO, as PipelineRL, 
 K is ``max_staleness``, the bound of the lag in weight versions (one version per update, each update
 ``epochs x minibatches`` optimizer steps): TRL's ``AsyncGRPOTrainer`` calls it ``max_staleness``, tinker
 ``sampling_steps_ahead``, NeMo RL ``max_trajectory_age_steps``. The generator waits for weights at most K
-versions old before it samples, so the batch queue (``K + 1`` slots) never holds a batch sampled by
-older weights, and every batch's lag is at most K: K = 0 is the synchronous loop, step for step the same
-numbers as `grpo_edu.train` (the generator waits for each update); K = 1 samples the next batch while the
-learner trains on this one. The weights travel through shared memory (one buffer per tensor of the
-state_dict, written by the learner under a lock with the version number); the batches through a queue
-(numpy arrays, pickled), each with the sampler's log-probs and the version that sampled it.
+versions old before it samples batch b, so every batch's lag is at most K (the batch queue has K + 1 slots,
+as many batches as it may sample ahead): K = 0 is the synchronous loop, step for step the same numbers as
+`grpo_edu.train` (the generator waits for each update); K = 1 samples the next batch while the learner
+trains on this one. The weights travel through shared memory, the batches through a queue, each with the
+sampler's log-probs and the version that sampled it (`grpo_edu.studies._generator`: the child's side).
 
 The learner treats a batch ``lag`` versions behind as GRPO's ``policy_lag`` ring treats a rollout that
 many optimizer steps behind (`grpo_edu.algorithms.off_policy`): ``off_policy_correction`` picks the
@@ -33,6 +32,10 @@ evaluates, the generator is held after its current batch; waiting for it counts)
 is recorded (``history.config["pipeline_start_seconds"]``). An exception or Ctrl-C in either process
 stops both (`PipelineError` names the generator's); where the child cannot start, `train_pipeline` warns
 in one line and runs the synchronous loop. With K > 0 a run is not repeatable: the lag depends on timing.
+``spawn`` runs the calling script again in the child up to its ``if __name__ == "__main__":`` guard, which a
+script that calls `train_pipeline` needs (a notebook, or ``grpo-edu train --pipeline async``, does not).
+With ``off_policy_correction="ppo_clip"`` the ratio is taken against the log-probs that came with the batch,
+the synchronous loop's own loss, and the learner runs no extra forward; "none" recomputes its own.
 
     python -m grpo_edu.studies.pipeline_race     # wall time to 90%: 1 thread, 2 threads, two processes
 """
@@ -42,37 +45,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import multiprocessing
-import os
-import queue
 import time
-import traceback
 import warnings
 
-import numpy as np
 import torch
 
 from ..algorithms import GRPO
-from ..algorithms.grpo_extras import dynamic_sampling
 from ..evaluation import evaluate
 from ..progress import progress_bar
-from ..rollout import Rollout, sample_batch
 from ..train import Evaluation, History, StepInfo, _budget_left, _check_start, _resolve_budget, train, update
+from ._generator import CannotStart, Generator, PipelineError
 
+__all__ = ["PIPELINES", "CannotStart", "Generator", "PipelineError", "check_pipeline", "train_pipeline"]
 PIPELINES = ("sync", "async")  # grpo-edu train --pipeline: train.py's loop, or this file's two processes
-POLL = 0.05  # seconds between looks at the other process while waiting for it
-
-
-class PipelineError(RuntimeError):
-    """The generator process failed (or died): one line naming its error; ``child_traceback`` holds its traceback."""
-
-    def __init__(self, message: str, child_traceback: str = ""):
-        super().__init__(message)
-        self.child_traceback = child_traceback
-
-
-class CannotStart(RuntimeError):
-    """The generator process could not start (the caller falls back to the synchronous loop)."""
 
 
 def check_pipeline(algorithm, max_staleness, policy=None) -> None:
@@ -89,214 +74,6 @@ def check_pipeline(algorithm, max_staleness, policy=None) -> None:
         raise ValueError(f"sampler_dtype={cfg.sampler_dtype!r} with the pipeline: one sampler apart at a time (drop it)")  # fmt: skip
     if policy is not None and next(policy.parameters()).device.type != "cpu":
         raise ValueError(f"the two-process pipeline runs on the CPU's cores; the policy is on {next(policy.parameters()).device}")  # fmt: skip
-
-
-# ------------------------------------------------------------------ the wire: a batch as numpy arrays
-
-
-def _pack(rollout: Rollout, scores: torch.Tensor) -> dict:
-    out = {f.name: getattr(rollout, f.name) for f in dataclasses.fields(Rollout)}
-    out = {k: v.cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
-    return {**out, "_scores": scores.cpu().numpy()}
-
-
-def _unpack(payload: dict) -> tuple[Rollout, torch.Tensor]:
-    d = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in payload.items()}
-    scores = d.pop("_scores")
-    return Rollout(**d), scores
-
-
-# ------------------------------------------------------------------ the generator process
-
-
-def _generator(model, task, job: dict, shared: dict, version, weights, published, sampling, batches, messages, stop):
-    """The child's loop (module level: ``spawn`` finds it by name). ``weights``: the lock under which the
-    learner writes ``shared`` and ``version``, then releases ``published``; ``sampling``: held while sampling
-    (the learner takes it to evaluate); ``stop``: a shared flag. Locks and semaphores only, each waited on
-    with a timeout: a condition's notify waits for its waiters, and would wait forever for a dead one."""
-    b = -1
-    try:
-        torch.set_num_threads(job["threads"])
-        parent = multiprocessing.parent_process()
-        model.eval().requires_grad_(False)
-        params = model.state_dict()
-        rng, gen = np.random.default_rng(job["seed"]), torch.Generator().manual_seed(job["seed"])
-        G, K, mine = job["group_size"], job["max_staleness"], -1
-
-        def sample():  # train.py's sample(): the same seeds, so K = 0 draws train()'s numbers
-            return sample_batch(model, task, job["n_prompts"], G, rng, gen, job["temperature"], job["reward_kind"],
-                                job["share_prompts"])  # fmt: skip
-
-        def orphaned():  # the learner is gone (killed): this process ends too
-            return parent is not None and not parent.is_alive()
-
-        def hold(lock) -> bool:  # the lock, or False once the learner is gone (it may have died holding it)
-            while not lock.acquire(timeout=POLL):
-                if orphaned():
-                    return False
-            return True
-
-        messages.put(("ready", os.getpid()))
-        b = 0
-        while not stop.value:
-            while version.value < b - K and not stop.value:  # at most K versions behind the learner
-                published.acquire(timeout=POLL)
-                if orphaned():
-                    return
-            if stop.value or not hold(weights):
-                break
-            try:
-                if version.value > mine:  # the newest weights the learner published
-                    with torch.no_grad():
-                        for k, v in shared.items():
-                            params[k].copy_(v)
-                    mine = version.value
-            finally:
-                weights.release()
-            if stop.value or not hold(sampling):
-                break
-            try:
-                t0 = time.perf_counter()
-                if job["dynamic_sampling"]:
-                    ro, scores, problems, generated = dynamic_sampling(sample, G, job["max_resample"])
-                else:
-                    (ro, scores, problems), generated = sample(), job["n_prompts"] * G
-            finally:
-                sampling.release()
-            item = (b, mine, _pack(ro, scores), problems, generated, time.perf_counter() - t0)
-            while not stop.value:
-                try:
-                    batches.put(item, timeout=POLL)
-                    break
-                except queue.Full:
-                    if orphaned():
-                        return
-            b += 1
-    except KeyboardInterrupt:
-        messages.put(("error", b, "KeyboardInterrupt (interrupted)", ""))
-    except BaseException as exc:  # noqa: BLE001 - every failure is reported to the learner, which raises it
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f"{os.path.basename(frame.filename)}:{frame.lineno}"
-        messages.put(("error", b, f"{type(exc).__name__}: {' '.join(str(exc).split())} ({where})", traceback.format_exc()))  # fmt: skip
-    finally:
-        batches.cancel_join_thread()  # exit without waiting for the learner to read what is left
-
-
-class Generator:
-    """The learner's handle on the generator process: start it, take its batches, publish weights to it,
-    hold it while evaluating, stop it (always: `stop` leaves no child behind)."""
-
-    def __init__(self, policy, task, job: dict, start_method: str = "spawn", start_timeout: float = 120.0):
-        ctx = torch.multiprocessing.get_context(start_method)
-        self.shared = {k: v.detach().clone().share_memory_() for k, v in policy.state_dict().items()}
-        self.version = ctx.Value("q", 0, lock=False)  # read and written under self.weights
-        self.weights, self.published, self.sampling = ctx.Lock(), ctx.Semaphore(0), ctx.Lock()
-        self.stop_flag = ctx.Value("i", 0, lock=False)
-        self.max_staleness = job["max_staleness"]
-        self.batches, self.messages = ctx.Queue(maxsize=self.max_staleness + 1), ctx.Queue()
-        model = copy.deepcopy(policy).cpu()
-        args = (model, task, job, self.shared, self.version, self.weights, self.published, self.sampling,
-                self.batches, self.messages, self.stop_flag)  # fmt: skip
-        self.process = ctx.Process(target=_generator, args=args, name="grpo-edu generator", daemon=True)
-        t0 = time.perf_counter()
-        try:
-            self.process.start()
-        except Exception as exc:  # no fork/spawn here, no shared memory, an argument that does not pickle
-            raise CannotStart(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
-        try:
-            self._wait_ready(start_timeout)
-        except BaseException:
-            self.stop()
-            raise
-        self.start_seconds = time.perf_counter() - t0
-
-    @property
-    def pid(self):
-        return self.process.pid
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.perf_counter() + timeout
-        while time.perf_counter() < deadline:
-            try:
-                msg = self.messages.get(timeout=POLL)
-            except queue.Empty:
-                if not self.process.is_alive():
-                    code = self.process.exitcode  # < 0: killed by a signal (Ctrl-C too): not a failure to start
-                    raise (CannotStart if code > 0 else PipelineError)(
-                        f"the generator process exited with code {code} before it was ready"
-                    ) from None
-                continue
-            if msg[0] == "ready":
-                return
-            raise (PipelineError if msg[2].startswith("KeyboardInterrupt") else CannotStart)(
-                f"the generator process failed as it started: {msg[2]}"
-            )
-        raise CannotStart(f"the generator process was not ready after {timeout:.0f} s")
-
-    def check(self) -> None:
-        """Raise `PipelineError` if the generator reported an error or is gone."""
-        try:
-            msg = self.messages.get_nowait()
-        except queue.Empty:
-            msg = None
-        if msg is not None and msg[0] == "error":
-            _, b, text, tb = msg
-            raise PipelineError(f"the generator process failed at batch {b}: {text}; the learner stopped too", tb)
-        if not self.process.is_alive():
-            raise PipelineError(f"the generator process (pid {self.pid}) died (exit code {self.process.exitcode}); the learner stopped too")  # fmt: skip
-
-    def _acquire(self, lock) -> None:
-        while not lock.acquire(timeout=POLL):
-            self.check()
-
-    def next_batch(self):
-        """``(b, version, rollout, scores, problems, generated, generate_seconds)`` of the next batch."""
-        while True:
-            try:
-                b, v, payload, problems, generated, gen_s = self.batches.get(timeout=POLL)
-                break
-            except queue.Empty:
-                self.check()
-        ro, scores = _unpack(payload)
-        return b, v, ro, scores, problems, generated, gen_s
-
-    def publish(self, policy, version: int) -> None:
-        """The learner's weights after ``version`` updates, copied into the shared buffers."""
-        self._acquire(self.weights)
-        try:
-            with torch.no_grad():
-                for k, v in policy.state_dict().items():
-                    self.shared[k].copy_(v)
-            self.version.value = version
-        finally:
-            self.weights.release()
-        self.published.release()  # wakes the generator if it waits for this version
-
-    def hold(self):
-        """Take the sampling lock (the generator finishes its batch and waits); `release` gives it back."""
-        self._acquire(self.sampling)
-
-    def release(self):
-        self.sampling.release()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the child and wait for it (terminate, then kill, if it does not exit by itself)."""
-        self.stop_flag.value = 1
-        deadline = time.perf_counter() + timeout
-        while self.process.is_alive() and time.perf_counter() < deadline:
-            try:  # drain the queue: a child blocked on a full queue exits
-                self.batches.get(timeout=POLL)
-            except (queue.Empty, OSError, EOFError):
-                pass
-        for end in (self.process.terminate, self.process.kill):
-            if not self.process.is_alive():
-                break
-            end()
-            self.process.join(1.0)
-        self.process.join(1.0)
-        for q in (self.batches, self.messages):
-            q.cancel_join_thread()
-            q.close()
 
 
 # ------------------------------------------------------------------ the learner
