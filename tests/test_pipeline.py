@@ -112,6 +112,20 @@ def test_the_correction_sees_the_lag(task, cpu_preset):
     assert algo.config.policy_lag == 0 and not hasattr(algo, "_lagged")  # the algorithm given back as it was
 
 
+@pytest.mark.parametrize("correction, path", [("none", 4), ("decoupled", 4), ("tis", 4), ("ppo_clip", 0), ("m2po", 0)])
+def test_a_lagged_batch_takes_the_off_policy_path_only_where_the_correction_reads_the_learner(correction, path):
+    """4 optimizer steps behind: the ring's path (policy_lag = 4: pi_prox recomputed) for the corrections that
+    read the learner's log-probs; ppo_clip and m2po read the sampler's only, the plain path (no extra forward)."""
+    from grpo_edu.studies.pipeline import _Behind
+
+    algo = make_algorithm("grpo", off_policy_correction=correction).setup(_tiny(), None)
+    behind = _Behind(algo)
+    behind.set(4)
+    assert algo.config.policy_lag == path and behind.staleness == 4 and algo._lagged.staleness == 4
+    behind.restore()
+    assert algo.config.policy_lag == 0 and not hasattr(algo, "_lagged")
+
+
 @pytest.mark.parametrize("fault, says", [(RuntimeError, "RuntimeError: boom in the generator"), (KeyboardInterrupt, "KeyboardInterrupt")])  # fmt: skip
 def test_an_error_or_ctrl_c_in_the_generator_stops_both_in_one_line(task, cpu_preset, fault, says):
     with pytest.raises(PipelineError) as e:

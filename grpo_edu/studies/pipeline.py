@@ -51,6 +51,7 @@ import warnings
 import torch
 
 from ..algorithms import GRPO
+from ..algorithms.off_policy import CORRECTIONS
 from ..evaluation import evaluate
 from ..progress import progress_bar
 from ..train import Evaluation, History, StepInfo, _budget_left, _check_start, _resolve_budget, train, update
@@ -84,17 +85,23 @@ class _Behind:
     steps behind from ``algorithm._lagged.staleness`` (its ring, `LaggedSampler`). Here the learner sets
     the batch's own lag there before each update (and ``policy_lag`` to it, which turns the path on: the
     learner's log-probs recomputed as pi_prox, the correction's weight); a batch with no lag is GRPO's plain
-    update. `restore` gives the algorithm its own config back."""
+    update, and so is a lagged one under a correction that reads only the sampler's log-probs (ppo_clip, m2po:
+    the ring's path would recompute pi_prox for nothing). `restore` gives the algorithm its own config back."""
 
     def __init__(self, algorithm):
         self.algorithm, self.base, self.optimizer = algorithm, algorithm.config, algorithm.optimizer
         self.staleness, self.configs = 0, {0: algorithm.config}
+        row = CORRECTIONS[self.base.off_policy_correction]
+        self.needs_prox = row.proximal or row.weights is not None
         algorithm._lagged = self
 
     def set(self, updates_behind: int) -> None:
+        self.staleness = updates_behind
+        if not self.needs_prox:
+            return
         if updates_behind not in self.configs:
             self.configs[updates_behind] = dataclasses.replace(self.base, policy_lag=updates_behind)
-        self.staleness, self.algorithm.config = updates_behind, self.configs[updates_behind]
+        self.algorithm.config = self.configs[updates_behind]
 
     def restore(self) -> None:
         self.algorithm.config = self.base
