@@ -205,8 +205,8 @@ def largest_advantage(ns):
 
 @printed(
     NB,
-    claim="The two healthy seeds' step-1 entropies differ (loss_over_padding's mark can be read only against the same "
-    "batch)",
+    claim="The two healthy seeds' step-1 entropies differ, on some references as much as loss_over_padding's mark (which "
+    "is read against the healthy run of the same reference and seed)",
     why="a description of the noise that makes loss_over_padding's mark relative; homework 5 does not grade it",
 )
 def healthy_entropy_gap(ns):
