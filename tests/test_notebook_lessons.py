@@ -27,10 +27,7 @@ from course.checks import CONVERTED
 ROOT = Path(__file__).resolve().parents[1]
 
 NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
-NOT_CONVERTED = {
-    "07_where_each_idea_pays",
-    "08_easy_and_hard_prompts_2_credit",
-}
+NOT_CONVERTED: set[str] = set()
 CHECK_WORDS = {  # name -> pattern (case-insensitive)
     "seed shift": r"seed[ _-]?shifts?",
     "held-out draw": r"held[ -]out (?:draws?|shifts?|runs?|seeds?|kernels?)|held out from",

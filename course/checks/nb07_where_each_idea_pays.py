@@ -1,0 +1,404 @@
+"""Checks of notebooks/07_where_each_idea_pays.ipynb (each claim of the derivation where it fails and where it holds).
+
+Before this registry the notebook held 24 assert statements, 33 comparisons as they ran, two of them controls
+asserted to fail (the (0, 1) estimate's cosine to the offset term; the beta-1 run's proxy rise): the offset's
+collapse (three); the reference sampling mostly wrong answers, the offset term longer and setting the direction
+(three); what copes with the offset (three); GRPO's invariance (four); the worse reward model gamed and the KL
+penalty limiting it (five); the policy writing r_phi's exploits (one); the mixed-digit search (two); the length
+bias in the gradient (six, in a loop over wrong and right answers); length and correctness uncorrelated within
+groups (two). All 31 claims run here, each with a control computed beside it (the two asserted controls are
+their checks' controls now, and fail in every draw). The results the lesson prints with their range over five
+seeds are recorded, not checked.
+"""
+
+from __future__ import annotations
+
+from course.checks import Measured, check, printed
+
+NB = "07_where_each_idea_pays"
+
+
+def _cos(a, b) -> float:
+    return float(a @ b / (a.norm() * b.norm()))
+
+
+# ------------------------------------------------------------------ 1. a reward with an offset
+
+
+@check(
+    NB,
+    claim="An offset wrecks REINFORCE: with rewards (5, 6) its held-out accuracy after 20 steps is under 0.15, "
+    "over 0.24 below the (0, 1) run's",
+    control="the (0, 1) run itself; for the gap, the batch-mean baseline's (5, 6) run against its (0, 1) run "
+    "(an offset it removes)",
+)
+def offset_collapse(ns):
+    acc = ns["acc"]
+    bm = acc["batch mean (5, 6)"] - acc["batch mean (0, 1)"]
+    return [
+        Measured("REINFORCE (5, 6): accuracy", acc["REINFORCE (5, 6)"], "<", 0.15, acc["REINFORCE (0, 1)"]),
+        Measured("(0, 1) minus (5, 6)", acc["REINFORCE (0, 1)"] - acc["REINFORCE (5, 6)"], ">", 0.24, -bm),
+    ]
+
+
+@check(
+    NB,
+    claim="At temperature 1 the reference samples mostly wrong answers: under half of 512 are right",
+    control="its greedy held-out accuracy (SFT stopped once it reached 50%)",
+)
+def reference_mostly_wrong(ns):
+    return Measured("share right", float(ns["right"].mean()), "<", 0.5, ns["start"])
+
+
+@printed(
+    NB,
+    claim="The offset term is longer than the (0, 1) estimate",
+    why="longer at each of shifts 0-4 (x2.0 to x6.1), but the ratio's spread (log scale) puts three deviations "
+    "below the mean under 1; its control, mean(R) times the offset term over the same estimate, was 0.28 to 0.57",
+)
+def offset_term_longer(ns):
+    g01, g_off, right = ns["g01"], ns["g_off"], ns["right"]
+    control = float(right.mean() * g_off.norm() / g01.norm())
+    return Measured("|offset term| / |(0, 1) estimate|", float(g_off.norm() / g01.norm()), ">", 1.0, control, "log")
+
+
+@check(
+    NB,
+    claim="... and five of it set the (5, 6) direction: its cosine to the offset term is above 0.95",
+    control="the (0, 1) estimate's own cosines",
+)
+def offset_sets_direction(ns):
+    g01, g_off, g56 = ns["g01"], ns["g_off"], ns["g56"]
+    return Measured("(5, 6): cosine to the offset term", _cos(g56, g_off), ">", 0.95, _cos(g01, g_off))
+
+
+@printed(
+    NB,
+    claim="The (5, 6) estimate's cosine to the offset term minus its cosine to the (0, 1) estimate",
+    why="+0.45 to +1.06 at shifts 0-4: three deviations below the mean is under 0",
+)
+def offset_over_estimate(ns):
+    g01, g_off, g56 = ns["g01"], ns["g_off"], ns["g56"]
+    return Measured(
+        "cosine to the offset term - cosine to the (0, 1) estimate", _cos(g56, g_off) - _cos(g56, g01), ">", 0.0
+    )
+
+
+@check(
+    NB,
+    exact=True,
+    claim="A batch-mean baseline removes an offset exactly: R - mean(R) is the same float for (0, 1) and (5, 6), "
+    "so the two runs end at the same accuracy to the digit",
+    control="REINFORCE's (5, 6) and (0, 1) runs",
+)
+def batch_mean_removes_offset(ns):
+    acc = ns["acc"]
+    return Measured(
+        "|batch mean (5, 6) - batch mean (0, 1)|",
+        abs(acc["batch mean (5, 6)"] - acc["batch mean (0, 1)"]),
+        "<",
+        1e-12,
+        abs(acc["REINFORCE (5, 6)"] - acc["REINFORCE (0, 1)"]),
+    )
+
+
+@check(
+    NB,
+    claim="A critic must learn the offset first: with a warm-up the (5, 6) run ends over 0.13 above the cold "
+    "critic's; PPO's whitening removes what the cold critic leaves, over 0.025 above PPO not whitened",
+    control="the cold critic against REINFORCE (5, 6) (no warm-up: no better than no baseline); PPO not whitened "
+    "against itself",
+)
+def what_copes(ns):
+    acc = ns["acc"]
+    return [
+        Measured(
+            "critic (5, 6): warm-up minus cold",
+            acc["critic (5, 6), warm-up"] - acc["critic (5, 6), cold"],
+            ">",
+            0.13,
+            acc["critic (5, 6), cold"] - acc["REINFORCE (5, 6)"],
+        ),
+        Measured(
+            "PPO (5, 6): whitened minus not", acc["PPO (5, 6)"] - acc["PPO (5, 6), not whitened"], ">", 0.025, 0.0
+        ),
+    ]
+
+
+@check(
+    NB,
+    exact=True,
+    claim="GRPO's advantage is invariant to an affine change of the reward, up to eps: (5, 6) gives the same "
+    "advantages bit for bit, (-1, 1) within 1e-2; at scale 1e-4 eps dominates the std and they shrink (over 0.5)",
+    control="the scale 1e-4 (for the invariances); the shift of 5 (for the shrinking)",
+)
+def grpo_affine_invariance(ns):
+    gap = ns["gap"]
+    return [
+        Measured("(5, 6): max |A' - A|", gap["(5, 6)"], "<", 1e-12, gap["(0, 1e-4)"]),
+        Measured("(-1, 1): max |A' - A|", gap["(-1, 1)"], "<", 1e-2, gap["(0, 1e-4)"]),
+        Measured("(0, 1e-4): max |A' - A|", gap["(0, 1e-4)"], ">", 0.5, gap["(5, 6)"]),
+    ]
+
+
+@check(
+    NB,
+    exact=True,
+    claim="The same advantages make the same run: GRPO with (5, 6) ends at GRPO (0, 1)'s accuracy to the digit",
+    control="REINFORCE's (5, 6) and (0, 1) runs",
+)
+def grpo_same_run(ns):
+    acc = ns["acc"]
+    return Measured(
+        "|GRPO (5, 6) - GRPO (0, 1)|",
+        abs(acc["GRPO (5, 6)"] - acc["GRPO (0, 1)"]),
+        "<",
+        1e-12,
+        abs(acc["REINFORCE (5, 6)"] - acc["REINFORCE (0, 1)"]),
+    )
+
+
+# ------------------------------------------------------------------ 2. a reward that can be gamed
+
+
+@check(
+    NB,
+    claim="Against the worse r_phi, GRPO without a penalty collapses the gold accuracy (over 0.25 below the "
+    "reference's)",
+    control="the same worse r_phi with beta = 1",
+)
+def worse_rphi_gamed(ns):
+    runs, start = ns["runs"], ns["start"]
+
+    def rise(run):
+        return run["h"].series("reward")[-10:].mean() - run["h"].series("reward")[0]
+
+    bad, held = runs["8192 labels, beta 0"], runs["8192 labels, beta 1"]
+    return Measured(
+        "gold accuracy at the end - the reference's",
+        bad["h"].eval_series()[-1] - start,
+        "<",
+        -0.25,
+        held["h"].eval_series()[-1] - start,
+    )
+
+
+@printed(
+    NB,
+    claim="Against the worse r_phi, GRPO without a penalty raises the proxy reward: its last 10 steps minus its first",
+    why="+0.13 to +0.37 at shifts 0-4 against the beta-1 run's +0.015 to +0.041: three deviations below the mean "
+    "is under 0",
+)
+def worse_rphi_proxy_rises(ns):
+    h = ns["runs"]["8192 labels, beta 0"]["h"]
+    return Measured(
+        "proxy reward: last 10 steps - first", h.series("reward")[-10:].mean() - h.series("reward")[0], ">", 0.065
+    )
+
+
+@check(
+    NB,
+    claim="... and its KL to the reference ends the largest of the three runs",
+    control="the beta-1 run's KL over the larger of the other two",
+)
+def kl_bad_largest(ns):
+    kl = ns["kl_end"]
+    bad, good, held = kl["8192 labels, beta 0"], kl["16384 labels, beta 0"], kl["8192 labels, beta 1"]
+    return Measured("its KL over the next largest", bad / max(good, held), ">", 1.0, held / max(bad, good), "log")
+
+
+@check(
+    NB,
+    claim="With beta = 1 the worse r_phi does much less harm: the smallest KL of the three (below the better r_phi's "
+    "unpenalised run), and the gold accuracy over 0.24 above the unpenalised run's",
+    control="the unpenalised worse run's KL over the better one's; for the accuracy, the unpenalised run against itself",
+)
+def kl_penalty_limits(ns):
+    kl, g_bad, g_held = ns["kl_end"], ns["g_bad"], ns["g_held"]
+    good = kl["16384 labels, beta 0"]
+    return [
+        Measured(
+            "beta 1: its KL over the better r_phi's",
+            kl["8192 labels, beta 1"] / good,
+            "<",
+            1.0,
+            kl["8192 labels, beta 0"] / good,
+            "log",
+        ),  # fmt: skip
+        Measured("gold at the end: beta 1 - beta 0", g_held[-1] - g_bad[-1], ">", 0.24, 0.0),
+    ]
+
+
+@check(
+    NB,
+    claim="The unpenalised policy writes the wrong answers r_phi rates right far more often than the reference: "
+    "over 1.2x its share",
+    control="the reference against itself",
+)
+def policy_exploits_more(ns):
+    rate = ns["rate"]
+    return Measured("policy / reference", rate["policy"] / rate["reference"], ">", 1.2, 1.0, "log")
+
+
+# ------------------------------------------------------------------ 3. prompts whose difficulty varies
+
+
+@check(
+    NB,
+    claim="On the default task the critic explains almost nothing (under 0.0165 of the reward), and the group mean "
+    "leaves as much variance as the batch mean, or more (ratio above 0.9)",
+    control="the mixed task's own reference's explained variance; for the ratio, the algebra's prediction for "
+    "prompts right 10% and 90% of the time (EV_max 0.64)",
+)
+def uniform_task_nothing_to_learn(ns):
+    from grpo_edu.measure import difficulty as D
+
+    u, own = ns["diff"]["setups"]["uniform"], ns["diff"]["setups"]["mixed, own reference"]
+    spread = D.variance_decomposition([0.1, 0.9])["predicted"]["group_loo"]
+    return [
+        Measured("uniform: explained variance", u["ev"][0], "<", 0.0165, own["ev"][0]),
+        Measured("uniform: Var(R - b_loo) / Var(R - b_batch)", u["var_ratio"][0], ">", 0.9, spread),
+    ]
+
+
+# ------------------------------------------------------------------ 4. a free answer length
+
+
+@check(
+    NB,
+    claim="The length bias, measured: sequence_mean pushes a group's longest answer under 0.8 of its shortest's "
+    "per token, wrong or right",
+    control="token_mean's push ratio",
+)
+def sequence_mean_bias(ns):
+    push = ns["fl"]["push"]
+    return [
+        Measured(f"sequence_mean, {p}", push["sequence_mean"][p][0], "<", 0.8, push["token_mean"][p][0])
+        for p in ("wrong", "right")
+    ]
+
+
+@check(
+    NB,
+    exact=True,
+    claim="token_mean and constant weigh every token the same: the push ratio is 1 (within 1e-4), wrong or right",
+    control="sequence_mean's push ratio",
+)
+def no_bias_elsewhere(ns):
+    push = ns["fl"]["push"]
+    return [
+        Measured(f"|{m}, {p} - 1|", abs(push[m][p][0] - 1), "<", 1e-4, abs(push["sequence_mean"][p][0] - 1))
+        for p in ("wrong", "right")
+        for m in ("token_mean", "constant")
+    ]
+
+
+@check(
+    NB,
+    claim="Within a group, whether an answer is right says almost nothing about its length at the reference: "
+    "|correlation| under 0.1",
+    control="the same reference with room for one filler (filler_budget=1), where long answers are truncated and wrong",
+)
+def length_uncorrelated(ns):
+    from grpo_edu.studies.regimes.common import task_of
+    from grpo_edu.studies.regimes.free_length import _length_gap
+
+    fl, G = ns["fl"], ns["make_algorithm"]("grpo").config.group_size
+    budget = task_of(ns["fl_preset"], filler=ns["fl_task"].filler, filler_budget=1)
+    _, corr, _, _ = _length_gap(ns["fl_reference"], budget, ns["SEED"] + 11, ns["preset"].device, G)
+    return Measured("|correlation| at the reference", abs(fl["start_corr"][0]), "<", 0.1, abs(corr))
+
+
+@printed(
+    NB,
+    claim="Within a group, |correlation| of length and correctness after 40 steps of sequence_mean",
+    why="0.003 to 0.103 at shifts 0-4, and the truncating control's 0.10 to 0.16 overlaps it",
+)
+def length_corr_after_training(ns):
+    return Measured("|correlation| after sequence_mean", abs(ns["fl"]["corr"]["sequence_mean"][0]), "<", 0.1)
+
+
+@printed(
+    NB,
+    claim="(-1, 1) is no cure: REINFORCE's accuracy with (-1, 1) minus with (0, 1)",
+    why="-0.29 to -0.10 at shifts 0-4, lower each time, but three deviations above the mean is above 0",
+)
+def minus_one_one_slower(ns):
+    acc = ns["acc"]
+    return Measured("(-1, 1) minus (0, 1)", acc["REINFORCE (-1, 1)"] - acc["REINFORCE (0, 1)"], "<", 0.0)
+
+
+# ------------------------------------------------------------------ printed, not checked
+
+
+@printed(
+    NB,
+    claim="(-1, 1): the estimate's cosine to the (0, 1) estimate",
+    why="by how much minus one offset term turns the estimate moves with the batch: -0.07 to +0.76 at shifts 0-4",
+)
+def minus_one_one_turns(ns):
+    return Measured("(-1, 1): cosine to the (0, 1) estimate", _cos(ns["g11"], ns["g01"]), "<", 0.9)
+
+
+@printed(
+    NB,
+    claim="Each r_phi's validation accuracy minus answering 'always wrong', and the larger's over the smaller's",
+    why="the signs held at shifts 0-4 (16384 labels +0.024 to +0.114, 8192 labels -0.039 to -0.010), each under "
+    "three deviations from 0; before this registry 8192 labels beat 'always wrong' at shifts 8 and 11",
+)
+def reward_model_margins(ns):
+    rms = ns["rms"]
+    margin = {n: rms[n][1]["val_accuracy"] - rms[n][1]["always_wrong"] for n in rms}
+    return [
+        Measured("16384 labels", margin[16384], ">", 0.0),
+        Measured("8192 labels", margin[8192], "<", 0.0),
+        Measured("16384 over 8192", rms[16384][1]["val_accuracy"] - rms[8192][1]["val_accuracy"], ">", 0.0),
+    ]
+
+
+@printed(
+    NB,
+    claim="Against the better r_phi the gold accuracy ends above the reference's",
+    why="-0.24 to +0.27 at shifts 0-4: either sign",
+)
+def better_rphi_gain(ns):
+    return Measured("16384 labels, beta 0", ns["g_good"][-1] - ns["start"], ">", 0.0)
+
+
+@printed(
+    NB,
+    claim="The unpenalised worse r_phi's KL at the end over the better one's",
+    why="3.5 to 10.9 times at shifts 0-4; that it ends the largest is checked (kl_bad_largest)",
+)
+def kl_bad_over_good(ns):
+    kl = ns["kl_end"]
+    return Measured("worse over better", kl["8192 labels, beta 0"] / kl["16384 labels, beta 0"], ">", 1.0)
+
+
+@printed(
+    NB,
+    claim="The proxy reward's rise at the untrained reference: 10 fresh batches minus a first",
+    why="it fails the worse r_phi's rule (a rise over 0.065) at every shift so far, but by under three deviations "
+    "(-0.010 to +0.046 at shifts 0-4); the beta-1 run is the check's control",
+)
+def reference_proxy_rise(ns):
+    return Measured("the reference", float(ns["p_ref"]), "<", 0.065)
+
+
+@printed(
+    NB,
+    claim="The critic's explained variance from the mixed task's own reference",
+    why="+0.026 to +0.095 at shifts 0-4: too near 0.03 for a bound",
+)
+def mixed_own_ev(ns):
+    return Measured("mixed, own reference", ns["diff"]["setups"]["mixed, own reference"]["ev"][0], ">", 0.03)
+
+
+@printed(
+    NB,
+    claim="After 40 steps, sequence_mean's gap (fillers of wrong answers minus right ones) minus constant's",
+    why="it takes either sign with the seed: -0.018 to +0.142 at shifts 0-4",
+)
+def length_gap_difference(ns):
+    fl = ns["fl"]
+    return Measured("sequence_mean minus constant", fl["gap"]["sequence_mean"][0] - fl["gap"]["constant"][0], ">", 0.0)
