@@ -157,6 +157,10 @@ def _check(algorithm, rollout, scores):
         raise RuntimeError(f"call {type(algorithm).__name__}.setup(policy, reference) before update()")
     if scores.shape != rollout.mask.shape:
         raise ValueError(f"scores must have the rollout's shape {tuple(rollout.mask.shape)}, got {tuple(scores.shape)}")
+    k, n = getattr(algorithm.config, "gradient_accumulation_steps", 1), algorithm.config.minibatches
+    smallest = min(map(len, torch.arange(rollout.batch_size).chunk(n)))  # the rows of the smallest minibatch
+    if k > smallest:
+        raise ValueError(f"gradient_accumulation_steps ({k}) exceeds the rows of a minibatch ({smallest})")
     if rollout.batch_size % algorithm.config.group_size:
         raise ValueError(
             f"batch of {rollout.batch_size} rows is not a multiple of group_size={algorithm.config.group_size}"
@@ -165,20 +169,31 @@ def _check(algorithm, rollout, scores):
 
 def update(algorithm, rollout, scores: torch.Tensor) -> dict:
     """One update of the one loop on one rollout: prepare the batch (advantages), then
-    ``epochs x minibatches`` optimizer steps on ``algorithm.loss``. Returns the step's metrics."""
+    ``epochs x minibatches`` optimizer steps on ``algorithm.loss``. Returns the step's metrics.
+
+    With ``gradient_accumulation_steps`` k > 1 each optimizer step's rows are k micro-batches whose
+    gradients add up before the step, each loss weighted by the micro-batch's share of the step's
+    normaliser (``Algorithm.micro_batches``: tokens for a token mean, rows otherwise): the step's gradient
+    is the one-batch gradient to float rounding, whatever the micro-batches' lengths; a stat is the
+    same weighted sum of the micro-batches' (the loss exactly the step's)."""
     _check(algorithm, rollout, scores)
     Fn, cfg, policy, optimizer = algorithm.fn, algorithm.config, algorithm.policy, algorithm.optimizer
     batch = algorithm.prepare(rollout, scores)  # no grad: log pi_ref, KL in the reward, advantages
     finite(batch.advantages, "advantages")
     policy.train()
     sums, grad_norms = {}, []
+    accumulate = getattr(cfg, "gradient_accumulation_steps", 1) > 1  # k micro-batches per optimizer step
     for _epoch in range(cfg.epochs):  # PPO/GRPO: several passes with pi_old fixed
         for idx in minibatches(rollout.batch_size, cfg.minibatches, algorithm.generator):
             idx = idx.to(rollout.mask.device)
-            loss, stats = algorithm.loss(batch, idx)  # the line where the rungs differ
-            finite(loss.detach(), "policy loss")
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            stats = {}
+            for rows, w in algorithm.micro_batches(batch, idx) if accumulate else [(idx, 1.0)]:  # base.py
+                loss, micro = algorithm.loss(batch, rows)  # the line where the rungs differ
+                finite(loss.detach(), "policy loss")
+                (loss * w if w != 1.0 else loss).backward()  # w: its share of the step's normaliser
+                for k, v in micro.items():
+                    stats[k] = stats.get(k, 0.0) + w * float(v)
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             finite(grad_norm.detach(), "policy gradient norm")
             optimizer.step()

@@ -50,6 +50,38 @@ def validate(config, **rules) -> None:
         and all(isinstance(x, (int, float)) and 0 <= x < 1 for x in betas)
     ):
         raise ValueError(f"{type(config).__name__}.adam_betas must be a pair of numbers in [0, 1), got {betas!r}")
+    check_accumulation(config)
+
+
+def check_accumulation(config) -> None:
+    """``gradient_accumulation_steps`` (k > 1) with an entropy bonus only where the bonus's tokens are the
+    loss's (``loss_type="token_mean"``, no ``mask_truncated_completions``): each micro-batch is weighed by
+    its share of the loss's normaliser (`micro_batch_weights`), which is then the bonus's share too."""
+    k = getattr(config, "gradient_accumulation_steps", 1)
+    if k > 1 and getattr(config, "entropy_coef", 0) > 0:
+        if config.loss_type != "token_mean" or getattr(config, "mask_truncated_completions", False):
+            raise ValueError(
+                f"{type(config).__name__}.gradient_accumulation_steps={k} with entropy_coef > 0 needs "
+                "loss_type='token_mean' without mask_truncated_completions (the bonus is a mean over the loss's tokens)"
+            )
+
+
+def micro_batch_weights(mask: torch.Tensor, parts, loss_type: str) -> torch.Tensor:
+    """``[k]`` the weight w_j of each micro-batch ``parts[j]`` (row indices into ``mask``, ``[B, T]`` the loss's
+    mask) in one optimizer step over all of them, so that the accumulated loss is the one-batch loss:
+
+        sum_j w_j * agg(L over micro-batch j) = agg(L over all rows)
+        token_mean:              w_j = tokens_j / sum_j tokens_j   (the unit a token mean divides by)
+        sequence_mean, constant: w_j = rows_j / sum_j rows_j
+
+    Not 1/k: a token mean per micro-batch averaged with 1/k weighs each token by 1/(k tokens_j), more in a
+    micro-batch of short completions (the normalisation bug of gradient accumulation). A step without tokens
+    gets weights 0 (its loss is 0 either way)."""
+    if loss_type == "token_mean":
+        n = torch.stack([mask[p].sum() for p in parts]).to(torch.float64)
+    else:
+        n = torch.tensor([float(len(p)) for p in parts], dtype=torch.float64)
+    return n / n.sum().clamp(min=1)
 
 
 BOOL = dict(choices={True, False})  # the rule of a yes/no field
@@ -182,3 +214,14 @@ class Algorithm:
     def loss(self, batch, idx: torch.Tensor):
         """``(scalar loss, stats dict)`` on the rows ``idx`` of the batch (with grad)."""
         raise NotImplementedError
+
+    def micro_batches(self, batch, idx: torch.Tensor) -> list:
+        """One optimizer step's rows ``idx`` as ``gradient_accumulation_steps`` micro-batches (in order, sizes
+        differing by at most one) with their weights: ``[(rows_j, w_j)]``, `micro_batch_weights` over the
+        loss's mask, so that the step's gradient is the one-batch gradient of ``loss(batch, idx)``."""
+        k = getattr(self.config, "gradient_accumulation_steps", 1)
+        if k == 1:
+            return [(idx, 1.0)]
+        parts = list(torch.tensor_split(idx, k))
+        w = micro_batch_weights(batch.mask, parts, getattr(self.config, "loss_type", "token_mean"))
+        return list(zip(parts, w.tolist()))

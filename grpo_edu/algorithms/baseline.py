@@ -53,6 +53,8 @@ class BaselineConfig:
     """Passes over each batch: 1, the on-policy gradient (TRL num_iterations)."""
     minibatches: int = 1
     """Optimizer steps per pass (TRL steps_per_generation)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step, weighted so that they sum to the one-batch gradient (TRL, same)."""
     warmup_steps: int = 0
     """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
     adam_betas: tuple = (0.9, 0.999)
@@ -76,6 +78,7 @@ class BaselineConfig:
             max_grad_norm=dict(lo=0, lo_open=True),
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
+            gradient_accumulation_steps=dict(lo=1),
             warmup_steps=dict(lo=0),
         )
 

@@ -13,7 +13,6 @@ baseline. ``prepare`` below is the advantage, ``loss`` the objective, each a few
 `grpo_edu.functional` with its equation beside it; the objective per token is a row of
 `POLICY_LOSSES` (``policy_loss``, policy_losses.py). The other production extras are elsewhere, each called only when its knob is on:
 a sampler apart (``sampler_dtype``) in sampler.py, or behind (``policy_lag``) in off_policy.py, DAPO's dynamic sampling in grpo_extras.py.
-
 The knobs are named as TRL's GRPOConfig and verl name them (each field says which).
 """
 
@@ -94,6 +93,8 @@ class GRPOConfig:
     """Passes over each batch with pi_old fixed (TRL num_iterations, verl ppo_epochs)."""
     minibatches: int = 2
     """Optimizer steps per pass (TRL steps_per_generation)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step, weighted so that they sum to the one-batch gradient (TRL, same)."""
     warmup_steps: int = 0
     """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
     adam_betas: tuple = (0.9, 0.999)
@@ -142,6 +143,7 @@ class GRPOConfig:
             max_grad_norm=dict(lo=0, lo_open=True),
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
+            gradient_accumulation_steps=dict(lo=1),
             warmup_steps=dict(lo=0),
             reward_signal=dict(choices={"true", "random", "negated"}),
             random_reward_p=dict(lo=0, hi=1),
@@ -175,9 +177,8 @@ class GRPO(Algorithm):
         return sampler_apart(self) if self.config.policy_lag or self.config.sampler_dtype is not None else self.policy
 
     def collect(self, sample):  # one rollout: sample() once, or DAPO's refill (grpo_extras.py)
-        cfg = self.config
-        if cfg.dynamic_sampling:
-            return dynamic_sampling(sample, cfg.group_size, cfg.max_resample)
+        if self.config.dynamic_sampling:
+            return dynamic_sampling(sample, self.config.group_size, self.config.max_resample)
         rollout, scores, problems = sample()
         return rollout, scores, problems, rollout.batch_size
 

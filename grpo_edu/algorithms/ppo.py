@@ -66,6 +66,8 @@ class PPOConfig:
     """Passes over each batch with pi_old fixed (verl ppo_epochs)."""
     minibatches: int = 2
     """Optimizer steps per pass (verl ppo_mini_batch_size = B / minibatches)."""
+    gradient_accumulation_steps: int = 1
+    """Micro-batches per optimizer step, weighted so that they sum to the one-batch gradient (TRL, same)."""
     warmup_steps: int = 0
     """Linear learning-rate warmup, in optimizer updates (TRL warmup_steps)."""
     adam_betas: tuple = (0.9, 0.999)
@@ -95,6 +97,7 @@ class PPOConfig:
             max_grad_norm=dict(lo=0, lo_open=True),
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
+            gradient_accumulation_steps=dict(lo=1),
             warmup_steps=dict(lo=0),
         )
 
