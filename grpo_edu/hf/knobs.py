@@ -56,6 +56,10 @@ def _loss(c, approx) -> dict:
     name, row, level = to_trl(c)
     if name is None:
         _no("loss_type", f"{c.loss_type!r} with policy_loss={c.policy_loss!r} has no TRL loss_type")
+    if c.gradient_accumulation_steps > 1 and row.loss_type == "token_mean" and not row.generation_batch:
+        # TRL's bnpo: a token mean per micro-batch, averaged; its dapo divides by the generation batch's tokens
+        name = next(n for n, r in TRL_LOSS_TYPES.items() if r.generation_batch and r[:2] == row[:2])
+        row = TRL_LOSS_TYPES[name]
     if row.generation_batch and c.minibatches > 1 and "loss_type" not in approx:
         _no(
             "loss_type",
@@ -157,9 +161,18 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
     (
         "minibatches",
         "steps_per_generation",
-        "optimizer steps per pass (gradient_accumulation_steps=1, "
-        "per_device_train_batch_size = sequences_per_step / minibatches / GPUs)",
-        lambda c, a: {"steps_per_generation": c.minibatches},
+        "optimizer steps per pass; TRL's steps_per_generation counts micro-batches: minibatches x "
+        "gradient_accumulation_steps (per_device_train_batch_size = sequences_per_step / that / GPUs)",
+        lambda c, a: {"steps_per_generation": c.minibatches * c.gradient_accumulation_steps},
+    ),
+    (
+        "gradient_accumulation_steps",
+        "gradient_accumulation_steps",
+        "micro-batches per optimizer step, each weighted by its share of the step's normaliser (tokens for "
+        "token_mean, rows otherwise): the one-batch gradient. TRL divides each micro-batch's loss by k: the same "
+        "for grpo and dr_grpo (equal rows); its bnpo is a token mean per micro-batch, averaged, so token_mean maps "
+        "to dapo when k > 1 (the generation batch's tokens / (steps_per_generation / k): ours with minibatches=1)",
+        lambda c, a: {"gradient_accumulation_steps": c.gradient_accumulation_steps},
     ),
     ("eps_low", "epsilon", "lower clip range", lambda c, a: {"epsilon": float(c.eps_low)}),
     (
@@ -301,6 +314,7 @@ NO_COUNTERPART = (
         for name, row in TRL_LOSS_TYPES.items()
         if row.generation_batch
     ),
+    ("TRL", "loss_type='bnpo' with gradient_accumulation_steps > 1", "a token mean per micro-batch, averaged"),
     ("TRL", "importance_sampling_level='sequence' with another objective's loss_type", "a sequence weight in it"),
     ("TRL", "loss_type sapo / luspo / vespo", "other surrogates"),
     ("TRL", "delta", "two-sided clipping of the ratio (INTELLECT-2)"),
@@ -315,7 +329,7 @@ NO_COUNTERPART = (
 """Settings one side has and the other cannot express: (side, setting, note)."""
 
 _DEFAULTS = dict(bf16=False, fp16=False, report_to="none", save_strategy="no", disable_tqdm=True,
-                 gradient_accumulation_steps=1, shuffle_dataset=True, logging_steps=1,
+                 shuffle_dataset=True, logging_steps=1,
                  remove_unused_columns=False, dataloader_pin_memory=False)  # fmt: skip
 
 
@@ -333,8 +347,8 @@ def trl_config(grpo_config, sequences_per_step: int | None = None, approximate=(
     """Map a `grpo_edu.algorithms.GRPOConfig` to a ``trl.GRPOConfig``, knob by knob (`KNOB_MAP`).
 
     ``sequences_per_step`` completions per generation (prompts x group_size; None: the cpu preset's) on one process
-    are split into ``minibatches`` optimizer steps. A knob value TRL cannot express raises
-    `NoCounterpart` (a ValueError) naming the knob, unless its name is in ``approximate``
+    are split into ``minibatches`` optimizer steps of ``gradient_accumulation_steps`` micro-batches each. A knob
+    value TRL cannot express raises `NoCounterpart` (a ValueError) naming the knob, unless its name is in ``approximate``
     (then the nearest TRL setting is used). ``trainer_kwargs`` set any other TRL field
     (``max_steps``, ``seed``, ``max_completion_length``, ...); one that contradicts a mapped
     knob raises, except the settings the map only chooses for parity (`_PARITY_CHOICES`:
@@ -357,7 +371,12 @@ def trl_config(grpo_config, sequences_per_step: int | None = None, approximate=(
         mapped.update(convert(grpo_config, approximate))
     if sequences_per_step % (grpo_config.minibatches * grpo_config.group_size):
         raise ValueError(f"sequences_per_step={sequences_per_step} must be a multiple of minibatches x group_size")
-    mapped["per_device_train_batch_size"] = sequences_per_step // grpo_config.minibatches
+    micro = grpo_config.minibatches * grpo_config.gradient_accumulation_steps  # TRL's steps_per_generation
+    if sequences_per_step % micro:
+        raise ValueError(
+            f"sequences_per_step={sequences_per_step} must be a multiple of minibatches x gradient_accumulation_steps"
+        )
+    mapped["per_device_train_batch_size"] = sequences_per_step // micro
     for key, value in trainer_kwargs.items():
         if key in mapped and mapped[key] != value and key not in _PARITY_CHOICES:
             raise ValueError(

@@ -176,7 +176,9 @@ def rank_trainer(model_dir, task, cfg, sequences_per_step: int, max_steps: int, 
     )
     # trl_config sizes one process; N ranks each hold sequences_per_step / N of the generation batch
     args = replace(
-        args, per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches), generation_batch_size=None
+        args,
+        per_device_train_batch_size=sequences_per_step // (world * cfg.minibatches * cfg.gradient_accumulation_steps),
+        generation_batch_size=None,
     )
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir)
     model.config._name_or_path = str(model_dir)  # TRL builds pi_ref (beta > 0) from here
