@@ -316,10 +316,12 @@ def test_the_commands_stop_on_the_pipelines_error_or_ctrl_c_is_one_line(capsys, 
 def test_the_races_table_computes_the_ratios():  # its --help: tests/test_package_maps.py STUDY_COMMANDS
     from grpo_edu.studies import pipeline_race as race
 
+    names = list(race.variants(["ppo_clip"]))
+    assert names == ["sync, 1 thread", "sync, 2 threads", "two processes, ppo_clip"]
     runs = [{"variant": v, "seed": 0, "seconds": s, "steps": 60, "accuracy": 0.91, "wall": s + 2, "step_seconds": 0.2}
-            for v, s in zip(race.VARIANTS, (40.0, 50.0, 30.0))]  # fmt: skip
+            for v, s in zip(names, (40.0, 50.0, 30.0))]  # fmt: skip
     runs[2].update(lag=1.0, start=2.0, generate=0.03, wait=0.001)
-    median = {r["variant"]: {k: r[k] for k in ("seconds", "wall", "step_seconds")} for r in runs}
+    median = {r["variant"]: {k: r[k] for k in ("seconds", "steps", "accuracy", "wall", "step_seconds")} for r in runs}
     res = {"machine": {"cpu": "X", "cores": 2, "kernel": "AVX2", "torch": "2"}, "max_staleness": 1, "seeds": [0],
            "runs": runs, "median": median}  # fmt: skip
     text = race.format_race(res)
