@@ -179,8 +179,11 @@ def profile_step(preset="cpu", steps: int = 10, warmup: int = 3, seed: int = 0, 
     policy = copy.deepcopy(reference)
     algo = make_algorithm("grpo", **(config or {}))
     cfg = algo.config
-    if cfg.dynamic_sampling or cfg.warmup_steps or cfg.sampler_dtype is not None:
-        raise ValueError("profile_step times the default path: no dynamic_sampling, warmup_steps or sampler_dtype")
+    if cfg.dynamic_sampling or cfg.warmup_steps or cfg.sampler_dtype is not None or cfg.gradient_accumulation_steps > 1:
+        raise ValueError(
+            "profile_step times the default path: no dynamic_sampling, warmup_steps, sampler_dtype or "
+            "gradient_accumulation_steps"
+        )
     algo.setup(policy, reference, generator=torch.Generator().manual_seed(seed + 1))
     rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
     n_prompts = preset.prompts(cfg.group_size)
