@@ -105,9 +105,12 @@ def _state_tensors(algo):
 
 def _activation_bytes(algo, ro, scores) -> dict:
     """MEASURED with saved_tensors_hooks: bytes autograd saves for backward in the loss
-    forward of one minibatch (policy; critic), unique storages, parameters excluded."""
+    forward of one minibatch (policy: of its first micro-batch with gradient_accumulation_steps, the
+    graph one backward frees; critic), unique storages, parameters excluded."""
     batch = algo.prepare(ro, scores)
     idx = minibatches(ro.batch_size, algo.config.minibatches, algo.generator)[0].to(ro.mask.device)
+    accumulate = getattr(algo.config, "gradient_accumulation_steps", 1) > 1
+    rows = algo.micro_batches(batch, idx)[0][0] if accumulate else idx
     critic = algo.critic.model if algo.critic is not None else None
     params = {_storage(p)[0] for m in (algo.policy, critic, algo.reference) if m is not None for p in m.parameters()}
 
@@ -122,7 +125,7 @@ def _activation_bytes(algo, ro, scores) -> dict:
         values = completion_values(critic, ro.select(idx))
         return Fn.value_loss(values, batch.returns[idx], batch.mask[idx], old, getattr(algo.config, "value_clip", None))
 
-    return {"policy": saved(lambda: algo.loss(batch, idx)), "critic": saved(critic_loss) if critic is not None else 0}
+    return {"policy": saved(lambda: algo.loss(batch, rows)), "critic": saved(critic_loss) if critic is not None else 0}
 
 
 def setup_step(algorithm, model, preset, seed, with_reference=None, device=None, share_prompts=True):
