@@ -69,6 +69,7 @@ CONVERTED = (
     "11_silent_bugs",
     "12_what_rl_changes",
     "12_what_rl_changes_2_razor",
+    "13_off_the_policy",
 )  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
