@@ -47,6 +47,7 @@ QUESTIONS = {
     "q-sampler-mismatch": "sampler and trainer log-probs disagree",
     "q-pass-at-k": "pass@k vs pass@1",
     "q-silent-bugs": "which silent bug: reward flat, clip_ratio 0, KL negative or 0, advantages huge (issue 35)",
+    "q-stale-sampler": "the sampler is a few updates behind (asynchronous RL): what it costs, which correction (issue 49)",
 }
 
 _LABEL = re.compile(r"^\(([\w-]+)\)=\s*$")
