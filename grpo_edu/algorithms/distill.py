@@ -130,13 +130,16 @@ class OnPolicyDistillation(Algorithm):
     @torch.no_grad()
     def prepare(self, rollout: Rollout, scores: torch.Tensor) -> DistillBatch:
         Fn, cfg, mask = self.fn, self.config, rollout.mask
+        rewards = Fn.masked_sum(scores, mask, dim=1)  # logged, used nowhere
+        if cfg.objective == "nll":  # SFT on the teacher's answers: A = 1 on each of its tokens, no forward here
+            return DistillBatch(rollout, scores, rewards, mask=mask, old_logp=rollout.logprobs, ref_logp=None,
+                                advantages=mask.clone())  # fmt: skip
         logits = teacher_forced(self.teacher, rollout)  # the teacher reads every answer token: one forward
         teacher_logp = Fn.token_logprobs(logits, rollout.completion_ids, rollout.temperature) * mask
         # log pi_old, the student's, teacher-forced as the teacher's is: a teacher equal to the student gives
         # A = 0 exactly (the sampler's log-probs differ by float rounding, which Adam would scale into steps)
         old = sequence_logprobs(self.policy, rollout)
         adv = Fn.distillation_advantages(old, teacher_logp, mask, cfg.kl_coef)  # -coef (log pi_old - log pi_teacher)
-        rewards = Fn.masked_sum(scores, mask, dim=1)  # logged, used nowhere
         # the sampled reverse KL the teacher gives the student's answers, per token (k1; on teacher samples: -A)
         stats = {"teacher_kl": float(Fn.masked_mean(old - teacher_logp, mask))}
         return DistillBatch(rollout, scores, rewards, mask=mask, old_logp=old, ref_logp=None, advantages=adv,
@@ -150,7 +153,7 @@ class OnPolicyDistillation(Algorithm):
                 logp, batch.old_logp[idx], batch.advantages[idx], eps_low=cfg.eps_low, eps_high=cfg.eps_high, mask=mask
             )
         elif cfg.objective == "nll":  # -log pi_theta(a_t) on the teacher's tokens: -A log pi with A = 1
-            per_token, stats = Fn.policy_gradient_loss(logp, torch.ones_like(logp)), {}
+            per_token, stats = Fn.policy_gradient_loss(logp, batch.advantages[idx]), {}
         else:  # the exact per-token KL over the vocabulary, at the sampling temperature
             direction = "pi||ref" if cfg.objective == "reverse_kl" else "ref||pi"  # the teacher in pi_ref's place
             tau = cfg.temperature

@@ -60,11 +60,13 @@ COMPARISONS = (  # (case, arm, against it in case, measure, the claim): a paired
     ("default world, RL teacher", DISTILL, ("default world, RL teacher", SFT), "all", "distillation beats SFT on the teacher's answers"),
     ("spread world, RL teacher", DISTILL, ("spread world, RL teacher", GRPO), "all", "distillation beats GRPO"),
     ("spread world, RL teacher", DISTILL, ("spread world, RL teacher", SFT), "all", "distillation beats SFT on the teacher's answers"),
+    ("default world, RL teacher", DISTILL, ("default world, RL teacher", GRPO), "acc_equal_time", "distillation beats GRPO at equal wall time"),
+    ("spread world, RL teacher", DISTILL, ("spread world, RL teacher", GRPO), "acc_equal_time", "distillation beats GRPO at equal wall time"),
     ("spread world, easy-only teacher", DISTILL, ("spread world, RL teacher", GRPO), "hard", "distillation from a teacher wrong on the hard prompts beats GRPO there"),
 )  # fmt: skip
 MARGIN = 0.02
 SIZES = {  # "full": the study's budget; "tiny": the test's (seconds, numbers meaningless)
-    "full": dict(teacher_steps=60, steps=20, eval_every=5, sequences_per_step=None),  # the preset's batch
+    "full": dict(teacher_steps=60, steps=20, eval_every=2, sequences_per_step=None),  # the preset's batch
     "tiny": dict(teacher_steps=1, steps=1, eval_every=1, sequences_per_step=16),
 }
 TEACHER_SEED = 1000  # added to the preset's seed: the teachers' runs share no seed with the arms'
@@ -234,7 +236,8 @@ def report(res: dict) -> str:
     lines += ["", f"verdicts ({rule(MARGIN, what='the paired difference', seeds=res['seeds'])}):"]
     for v in verdicts(res):
         effects = ", ".join(f"{e:+.3f}" for e in v["effects"])
-        lines.append(f"  [{v['verdict']}] {v['case']}: {v['claim']} (held-out, {v['measure']}): {effects}")
+        what = "at equal time" if v["measure"] == "acc_equal_time" else v["measure"]
+        lines.append(f"  [{v['verdict']}] {v['case']}: {v['claim']} (held-out, {what}): {effects}")
     return "\n".join(lines)
 
 
