@@ -66,6 +66,7 @@ BLOCKS = {
     "bench": Block(M, ("grpo-edu bench --preset cpu --memory-sweep",)),
     "trlbench": Block(M, ("grpo-edu bench --trl",), start=r"^seconds per GRPO cycle"),
     "profile": Block(M, ("python -m grpo_edu.studies.speedrun --profile",)),
+    "pipeline": Block(M, ("python -m grpo_edu.studies.pipeline_race",), start=r"^GRPO \(default config\)"),
     "speedrun": Block("speedrun.md", ("python -m grpo_edu.studies.speedrun --leaderboard",)),
     "gpucurve": Block(  # a CPU run of the gpu sizes takes hours: stopped early, then summarised
         M,
