@@ -167,9 +167,9 @@ def scratchpad_form_token(ns):
     claim="Per-token credit against a value of the prompt, 40 steps: in the spread world the exact V*(s_t) at "
     "lambda 0 minus the exact prompt value; in the junk world the learned critic minus the batch mean "
     "(sampled held-out accuracy)",
-    why="one run per arm at one reference: the spread world's difference ran from -0.019 to +0.100 and the junk "
-    "world's from -0.025 to +0.034 over shifts 0-4, either sign; the three-seed verdicts are the measurements "
-    "page's block creditpays",
+    why="one run per arm at one reference: over shifts 0-4 the spread world's difference ran from -0.018 to "
+    "+0.113 (ahead on 4 of 5) and the junk world's from -0.069 to +0.029 (ahead on 2 of 5), either sign; the "
+    "three-seed verdicts are the measurements page's block creditpays",
 )
 def credit_difference(ns):
     cr, pairs = ns["cr"], ns["pairs"]
