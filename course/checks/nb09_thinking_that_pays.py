@@ -211,8 +211,8 @@ def other_losses_push_alike(ns):
 
 @check(
     NB,
-    claim="GRPO's wrong answers do not end longer than Dr. GRPO's, nor shorter, by more than a token or so "
-    "(mean length of wrong answers, steps 41-50)",
+    claim="sequence_mean's wrong answers do not end longer than those of constant (Dr. GRPO's aggregation, the "
+    "std division kept), nor shorter, by more than a token or so (mean length of wrong answers, steps 41-50)",
     control="a pair that does differ: the reference's wrong answers against constant's",
 )
 def wrong_lengths_alike(ns):
@@ -329,7 +329,7 @@ def blank_forms_learn(ns):
 
 @printed(
     NB,
-    claim="GRPO's wrong answers against Dr. GRPO's: sequence_mean's mean length minus constant's, steps 41-50 (signed)",
+    claim="sequence_mean's wrong answers against constant's (Dr. GRPO's aggregation): mean length, steps 41-50 (signed)",
     why="its sign changes with the seed (-0.19 to +0.44 over shifts 0-4); its size is checked (wrong_lengths_alike)",
 )
 def wrong_length_sign(ns):
