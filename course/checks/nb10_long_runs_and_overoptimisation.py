@@ -15,7 +15,11 @@ run, but 1 lies 2.9 sd from the mean on two runs) and beta 0.3 above the curve (
 the spread until no bound both sits 3 sd below the mean and fails the unseen run, up to +0.07). Bounds
 moved at calibration: runs_learn 0.2 -> 0.05 (one run ended at +0.214), cui_fits_whole_run 0.06 -> 0.07,
 clip_higher_holds_fewer 0.8 -> 0.9, largest_rphi_beats_always_wrong 0.03 -> 0.01. The results its comments
-called printed are recorded as printed results.
+called printed are recorded as printed results. After a reader's audit (R4): clip_higher_holds_fewer became
+printed (its control, the larger share over the smaller, could not pass the rule; the paired one, the smaller
+over the larger, reached 0.888, above no bound set before the held-out draws), and cui_fits_whole_run's claim
+says what its rule tests, a smooth trade of reward for entropy, not the exponential form: 5 asserted checks and
+13 printed results.
 """
 
 from __future__ import annotations
@@ -64,18 +68,24 @@ def runs_learn(ns):
     ]  # fmt: skip
 
 
-@check(
+@printed(
     NB,
     claim="Clip-higher holds back fewer tokens at the upper clip than the symmetric clip, on each seed (the mean "
-    "share over the 200 steps)",
-    control="the symmetric clip's two runs, the larger share over the smaller (no change of clip)",
+    "share over the 200 steps), by more than a change of seed does",
+    control="the symmetric clip's two runs, the smaller share over the larger (a change of seed alone, the clip the same)",
+    why="asserted until R4's audit with the bound 0.9 against the larger share over the smaller (>= 1 by "
+    "construction: it could not pass); the paired control, the smaller over the larger, reached 0.888 at shift 1, "
+    "so 0.9 did not separate the claim from a change of seed. Recomputed from the recorded shares, the paired "
+    "control lies 0.888 to 0.984 and the ratio 0.47 to 0.65 at all seven draws (shifts 0-4, 21, 22): a bound of "
+    "0.85 (4.3 sd from the calibration mean) would separate them, but it would be set after the held-out draws, "
+    "and this notebook's seven runs did not fit the session that found it; printed until it is drawn again",
 )
 def clip_higher_holds_fewer(ns):
     share = {k: [float(np.mean(c["clip_high"])) for c in ns["long"]["curves"][k]] for k in CLIPS}
     base = share[CLIPS[0]]
-    control = max(base) / min(base)
+    control = min(base) / max(base)
     return [
-        Measured(f"run {s + 1}: share held at the upper clip, clip-higher over clip 0.2", h / b, "<", 0.9, control,
+        Measured(f"run {s + 1}: share held at the upper clip, clip-higher over clip 0.2", h / b, "<", 0.85, control,
                  "log")
         for s, (h, b) in enumerate(zip(share[CLIPS[1]], base, strict=True))
     ]  # fmt: skip
@@ -108,8 +118,12 @@ def early_fit_beats_flat(ns):
 
 @check(
     NB,
-    claim="Fitted to all 200 steps of a run the curve follows the reward closely: mean absolute error under 0.07",
-    control="no trade at all: the reward constant at the run's mean",
+    claim="The reward trades smoothly with the entropy: fitted to all 200 steps of a run, the two-parameter curve "
+    "R = -a exp(H) + b follows the batch reward with a mean absolute error under 0.07 (any smooth monotone "
+    "two-parameter form would: a straight line in H fits as closely, line_as_close; the exponential form is not "
+    "what this tests)",
+    control="no trade at all: the reward constant at the run's mean, which is also what the curve fitted to "
+    "entropies unrelated to the reward gives",
 )
 def cui_fits_whole_run(ns):
     full, flat_all = ns["full"], ns["flat_all"]
@@ -222,8 +236,9 @@ def upper_clip_share(ns):
     NB,
     claim="Fitted on the first 50 steps the curve misses the rest of the run by more than 0.1 on average, and puts "
     "its ceiling b - a below the reward the run reached (the mean of its last 20 steps)",
-    why="a draw, not a rule: it missed by more than 0.1 at shifts 0-4 before this registry, by 0.03 to 0.04 at "
-    "held-out shift 8 (default kernel)",
+    why="a draw, not a rule, with no control that a rule could fail: the error on steps 51-200 was 0.15 to 0.29 "
+    "and b - a below the reward reached at all seven recorded draws (shifts 0-4, 21, 22); a run at shift 8 before "
+    "this registry was reported to miss by only 0.03 to 0.04, of which no record was kept",
 )
 def early_fit_extrapolates(ns):
     out = []
@@ -271,8 +286,10 @@ def smaller_rphi_margins(ns):
 @printed(
     NB,
     claim="Against the smallest r_phi the unpenalised gold falls: its accuracy at step 60 minus the reference's",
-    why="it fell on each of the eight references of the seed study (the measurements page), but this notebook's "
-    "run at seed shift 6 on avx2 rose instead",
+    why="it fell at all seven recorded draws (shifts 0-4, 21, 22: by 0.51 to 0.62) and from each of the eight "
+    "references of the seed study (the measurements page), but a run at seed shift 6 on an avx2 machine before "
+    "this registry was reported to rise, of which no record was kept; and a fall has no control here that a rule "
+    "could fail",
 )
 def smallest_rphi_gold_falls(ns):
     gold = ns["gold0"][8192]
