@@ -10,11 +10,14 @@ fitted), the wrong-answer reward is Shao et al.'s incorrect label (not 1 - corre
 also runs in the spread world, and Zhu et al.'s NSR / PSR / W-REINFORCE run in their own form (A = +-1, no
 baseline) beside the group-centred NSR. Each of the eight claims is a check here with its control (the reward
 for every wrong answer became Shao et al.'s incorrect label, whose bound its five calibration draws set at 0.04);
-three are printed: the random reward in the spread world (its control, the true reward there, rose 0.008 at shift 2),
-the true reward's rise and the incorrect label's (under three deviations once the shift-0 execution at the committed
-library replaced the first draw);
+three are printed: the random reward in the spread world (its control, the true reward there, rose only 0.024 at
+shift 2), the true reward's rise and the incorrect label's (under three deviations at the calibration shifts);
 the condition the paper's mechanism needs is counted and checked; of Zhu et al.'s effects only the entropy's cleared
 three deviations at the calibration seeds and is checked, the others are printed results with their spread.
+The second reading of issue 46 moved the condition to the positions after a right prefix, where a token can still
+make the answer right (`condition`: the confident tokens there are right; `condition_sparse`: few of those
+positions are confident), made W-REINFORCE's rule Zhu et al.'s "matches or beats" (no more than 0.02 behind) and
+recorded the true reward's rise in the spread world and what the group-centred NSR leaves (`centred_reach`).
 """
 
 from __future__ import annotations
@@ -61,32 +64,58 @@ def _entropy(ns, name):
 
 @check(
     NB,
-    claim="The default world's reference does not meet Shao et al.'s condition, counted: of its sampled answer "
-    "tokens with probability above 1/(1 + eps_high) (where the clip's upward bias acts), few are right",
-    control="the spread world's reference, sure of its easy prompts (its share of right tokens among those above)",
+    claim="Where the default world's sampled answer can still be right (after a right prefix), the reference's "
+    "tokens above 1/(1 + eps_high) (where the clip's upward bias acts) are right: Shao et al.'s condition holds "
+    "there in kind",
+    control="the reference's other tokens at the same positions, below the threshold (their share right)",
 )
 def condition(ns):
+    c = ns["cond"]["default"]
+    return Measured(
+        "default world: share right among the confident tokens after a right prefix", c["right_above"], ">", 0.8,
+        c["right_below"],
+    )  # fmt: skip
+
+
+@check(
+    NB,
+    claim="... but the default world's reference is confident at few of those positions: the clip's bias has "
+    "little to act on where it could help",
+    control="the spread world's reference, sure of its easy prompts (its share of confident positions)",
+)
+def condition_sparse(ns):
     c = ns["cond"]
     return Measured(
-        "default world: share right among the tokens above", c["default"]["right_above"], "<", 0.35,
-        c["spread"]["right_above"],
+        "default world: share of the positions after a right prefix that are confident", c["default"]["above_open"],
+        "<", 0.3, c["spread"]["above_open"],
     )  # fmt: skip
 
 
 @printed(
     NB,
-    claim="How many answer tokens lie above 1/(1 + eps_high), in all, among the digits and among the <eos>, and the "
-    "spread world's share right among them",
-    why="descriptions of the two references that the lesson quotes; the claim they support is `condition`",
+    claim="How many answer tokens lie above 1/(1 + eps_high), in all, among the digits and among the <eos>, how many "
+    "of them come after a wrong token, how many positions follow a right prefix, and the spread world's counts there",
+    why="descriptions of the two references that the lesson quotes; the claims they support are `condition` and "
+    "`condition_sparse`",
 )
 def condition_counts(ns):
     c = ns["cond"]
-    out = [Measured("spread world: share right among the tokens above", c["spread"]["right_above"], ">", 0.5)]
+    out = [
+        Measured("spread world: share right among the confident tokens after a right prefix", c["spread"]["right_above"], ">", 0.5),
+        Measured("spread world: share of the positions after a right prefix that are confident", c["spread"]["above_open"], ">", 0.0),
+    ]  # fmt: skip
     for w in ("default", "spread"):
         out += [
             Measured(f"{w} world: share of answer tokens above", c[w]["above"], ">", 0.0),
             Measured(f"{w} world: share of digits above", c[w]["digits_above"], ">", 0.0),
             Measured(f"{w} world: share of <eos> above", c[w]["eos_above"], ">", 0.0),
+            Measured(
+                f"{w} world: share of the confident tokens after a wrong one", c[w]["above_after_wrong"], ">", 0.0
+            ),
+            Measured(f"{w} world: share of answer tokens after a right prefix", c[w]["open"], ">", 0.0),
+            Measured(
+                f"{w} world: share right among the other tokens after a right prefix", c[w]["right_below"], ">", 0.0
+            ),
         ]
     return out
 
@@ -126,9 +155,8 @@ def clipped_random_entropy(ns):
 @printed(
     NB,
     claim="The true reward raises the sampled accuracy in 15 steps (several updates per batch, default world)",
-    why="it rose on each of the five calibration seeds (0.142 to 0.199), but the shift-0 execution at the committed "
-    "library (0.142, where the earlier draw had 0.163) left the bound 0.1 at 2.95 deviations from the mean, after "
-    "a held-out draw existed: reported with its spread",
+    why="it rose on each of the five calibration seeds (0.140 to 0.187), but the bound 0.1 sits 2.8 deviations from "
+    "the mean: reported with its spread",
     control="the random reward, the same schedule",
 )
 def true_reward_rises(ns):
@@ -166,8 +194,8 @@ def random_one_update_no_rise(ns):
     claim="Incorrect-label rewards (Shao et al.: paid when the answer matches its prompt's one fixed wrong label, here "
     "the reference's most frequent wrong answer) do not raise the sampled accuracy by more than 0.04 in 15 steps "
     "(default world)",
-    why="it moved by -0.033 to +0.019 at shifts 0-4, below 0.04 on each, but the shift-0 execution at the committed "
-    "library (-0.033) widened the spread: the bound sat 2.7 deviations from the mean, after a held-out draw existed",
+    why="it moved by -0.033 to +0.020 at shifts 0-4, below 0.04 on each, but the bound sits 2.3 deviations from the "
+    "mean",
     control="the true reward, the same schedule",
 )
 def incorrect_label_no_rise(ns):
@@ -192,18 +220,22 @@ def clip_limits_fall(ns):
 
 @printed(
     NB,
-    claim="In the spread world, where about half of the confident tokens are right, random rewards do not raise the sampled "
-    "accuracy in 15 steps either (several updates per batch)",
+    claim="In the spread world, where the reference is confident at more of the positions after a right prefix, random "
+    "rewards do not raise the sampled accuracy in 15 steps either (several updates per batch); the true reward's rise "
+    "there beside it",
     why="its control, the true reward in the spread world on the same schedule, raised the sampled accuracy by only "
-    "0.008 at shift 2, under the bound: in that world one 15-step run of the true reward is no yardstick, so the "
+    "0.024 at shift 2, under the bound: in that world one 15-step run of the true reward is no yardstick, so the "
     "random reward's change is reported with its spread, no rule",
     control="the true reward in the spread world, the same schedule",
 )
 def random_spread_no_rise(ns):
-    return Measured(
-        "rise, random reward, several updates, spread world", _rise(ns, "random, several (spread)"), "<", 0.035,
-        _rise(ns, "true, several (spread)"),
-    )  # fmt: skip
+    return [
+        Measured(
+            "rise, random reward, several updates, spread world", _rise(ns, "random, several (spread)"), "<", 0.035,
+            _rise(ns, "true, several (spread)"),
+        ),
+        Measured("rise, true reward, several updates, spread world", _rise(ns, "true, several (spread)"), ">", 0.035),
+    ]  # fmt: skip
 
 
 @printed(
@@ -244,8 +276,9 @@ def tied_groups(ns):
 @printed(
     NB,
     claim=f"NSR in Zhu et al.'s form (A = -1 for every wrong answer, no baseline) raises pass@{K} over the reference",
-    why=f"its pass@{K} gain ranged from -0.03 to +0.24 at shifts 0-4 (mean 0.08, sd 0.12): no bound three deviations "
-    "from the mean keeps its sign; the group-centred NSR, recorded as the comparison beside it, ranged as widely",
+    why=f"its pass@{K} gain ranged from +0.04 to +0.19 at shifts 0-4 (mean 0.12, sd 0.07), positive on each, but no "
+    "bound three deviations from the mean keeps its sign; the group-centred NSR, recorded as the comparison beside "
+    "it, ranged more widely (-0.47 to +0.17)",
     control="NSR on GRPO's group-centred advantage (0 in an all-wrong group), the same steps",
 )
 def nsr_raises_large_k(ns):
@@ -277,9 +310,25 @@ def nsr_every_k(ns):
 
 @printed(
     NB,
+    claim="What the group-centred NSR leaves of the reference's reach after 20 steps: its pass@64, its greedy accuracy "
+    "and the entropy of its answers",
+    why="a description of what that run did (on some seeds it stops writing right answers at all), which the lesson "
+    "reports; neither paper claims it",
+)
+def centred_reach(ns):
+    r = ns["neg"]["runs"]["NSR, group-centred"][0]
+    return [
+        Measured(f"pass@{K}, NSR group-centred", r["pass"][K], ">", 0.0),
+        Measured("greedy, NSR group-centred", r["greedy"], ">", 0.0),
+        Measured("entropy, NSR group-centred", _entropy(ns, "NSR, group-centred"), ">", 0.0),
+    ]
+
+
+@printed(
+    NB,
     claim="PSR in Zhu et al.'s form (A = +1 for every right answer, no baseline) raises pass@1",
     why="its pass@1 gain was +0.13 to +0.53 at shifts 0-4, positive on each, but so spread (sd 0.16) that the mean "
-    "minus three deviations is below 0; NSR's pass@1 gain (recorded beside it) was -0.11 to +0.01",
+    "minus three deviations is below 0; NSR's pass@1 gain (recorded beside it) was -0.06 to +0.03",
     control="NSR in Zhu et al.'s form, the same steps (its pass@1 gain)",
 )
 def psr_raises_pass1(ns):
@@ -309,11 +358,12 @@ def nsr_entropy_above_psr(ns):
 
 @printed(
     NB,
-    claim=f"W-REINFORCE in Zhu et al.'s form against plain GRPO at pass@{K} (Zhu et al.: it matches or beats it)",
-    why="GRPO ended ahead at shifts 0-4 (by 0.06 to 0.19), 2.7 deviations from 0 at the mean: reported with its "
-    "spread; the regime gives the verdict over 3 seeds",
+    claim=f"W-REINFORCE in Zhu et al.'s form matches or beats plain GRPO at pass@{K} (Zhu et al.; matching: no more "
+    "than 0.02 behind)",
+    why="GRPO ended ahead at shifts 0-4 by 0.01 to 0.40, within the 0.02 of a match on one shift only: reported with "
+    "its spread; the regime gives the verdict over 3 seeds",
 )
 def w_reinforce_vs_grpo(ns):
     runs = ns["neg"]["runs"]
     diff = runs["W-REINFORCE"][0]["pass"][K] - runs["GRPO"][0]["pass"][K]
-    return Measured(f"pass@{K}, W-REINFORCE minus GRPO", diff, ">", 0.0)
+    return Measured(f"pass@{K}, W-REINFORCE minus GRPO", diff, ">", -0.02)
