@@ -135,7 +135,8 @@ def bench_trl(
     difference that is not a knob); the first cycle of each is warm-up; each number is the
     median of ``repeats``. A cycle is split into ``sample`` (generation), ``reward`` (the
     same reward, ``task.token_scores``), ``prep`` (advantages and the no-grad log-probs of
-    pi_ref and, in TRL with mu > 1, of pi_old; in TRL also the decoding of the completions
+    pi_ref and, in TRL when it recomputes them (gradient_accumulation_steps not a multiple of
+    steps_per_generation x num_iterations), of pi_old; in TRL also the decoding of the completions
     to text, padding and metrics) and ``update`` (the rest: forward/backward/optimizer
     steps and the trainer's bookkeeping).
     """
