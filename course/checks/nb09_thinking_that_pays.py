@@ -14,7 +14,8 @@ recorded as printed results, with the reason.
 Calibrated on seed shifts 0-4 (native): 10 of the 12 are asserted (9 with a bound at least 3 sd from the mean,
 and the exact other_losses_push_alike), and both held-out draws (shift 21 native, 22 default) passed them; the
 scratchpad paying less on easy prompts and the hard prompts' accuracy passing the reference's are printed (each
-why says the spread). Before shifts 1-4 only the exact check was asserted.
+why says the spread). Before shifts 1-4 only the exact check was asserted. After a reader's audit (R5),
+wrong_lengths_alike is printed too (a null claim whose control differed by training, not by the loss): 9 asserted.
 """
 
 from __future__ import annotations
@@ -209,18 +210,18 @@ def other_losses_push_alike(ns):
     ]  # fmt: skip
 
 
-@check(
+@printed(
     NB,
     claim="sequence_mean's wrong answers do not end longer than those of constant (Dr. GRPO's aggregation, the "
     "std division kept), nor shorter, by more than a token or so (mean length of wrong answers, steps 41-50)",
-    control="a pair that does differ: the reference's wrong answers against constant's",
+    why="a null claim without a positive case: no run here makes the two losses' wrong answers differ in length "
+    "(the former control, the reference's wrong answers against constant's, differs by training, not by the "
+    "loss), and the bound 1.5 sat 8 deviations above values of 0.05 to 0.44 (shifts 0-4)",
 )
 def wrong_lengths_alike(ns):
-    w, ref = ns["wrong_len"], ns["ref"]
-    return Measured(
-        "wrong answers, steps 41-50: |sequence_mean - constant| (tokens)",
-        abs(w["sequence_mean"] - w["constant"]), "<", 1.5, abs(ref["all"]["len_wrong"] - w["constant"]),
-    )  # fmt: skip
+    w = ns["wrong_len"]
+    return Measured("wrong answers, steps 41-50: |sequence_mean - constant| (tokens)",
+                    abs(w["sequence_mean"] - w["constant"]), "<", 1.5)  # fmt: skip
 
 
 # ------------------------------------------------------------------ printed, not checked
@@ -330,7 +331,7 @@ def blank_forms_learn(ns):
 @printed(
     NB,
     claim="sequence_mean's wrong answers against constant's (Dr. GRPO's aggregation): mean length, steps 41-50 (signed)",
-    why="its sign changes with the seed (-0.19 to +0.44 over shifts 0-4); its size is checked (wrong_lengths_alike)",
+    why="its sign changes with the seed (-0.19 to +0.44 over shifts 0-4); its size is printed too (wrong_lengths_alike)",
 )
 def wrong_length_sign(ns):
     w = ns["wrong_len"]
