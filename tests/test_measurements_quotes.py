@@ -48,8 +48,9 @@ POINTERS = _pointers(PAGE.read_text())
 
 
 def test_the_page_quotes_notebooks():
-    assert len(POINTERS) >= 8, POINTERS  # the page's quotes of notebooks 05, 08 and 10 (not an empty match)
-    assert {stem for stem, _ in POINTERS} >= {"05_side_by_side", "08_easy_and_hard_prompts"}
+    assert len(POINTERS) >= 20, POINTERS  # the page's quotes of notebooks 05, 07, 08, 09 and 10 (not an empty match)
+    stems = {"05_side_by_side", "07_where_each_idea_pays", "08_easy_and_hard_prompts", "09_thinking_that_pays"}
+    assert {stem for stem, _ in POINTERS} >= stems | {"10_long_runs_and_overoptimisation"}
 
 
 @pytest.mark.parametrize(("stem", "quote"), POINTERS, ids=[f"{s}: {q[:40]}" for s, q in POINTERS])
