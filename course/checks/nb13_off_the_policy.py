@@ -32,24 +32,32 @@ def no_lag_learns(ns):
 
 @printed(
     NB,
-    claim="PPO's clip measured against a sampler K updates behind ends below the run without a lag",
-    control="the decoupled objective at the same lag (the clip measured against the learner at the step's start)",
+    claim="PPO's clip measured against a sampler K updates behind ends below the run without a lag; the decoupled "
+    "objective at the same lag falls less (or ends above it): the no-lag final accuracy minus each one's at lag K",
+    control="for ppo_clip's fall, the decoupled objective's; for the decoupled objective's, ppo_clip's",
     why="the fall ranged from 0.054 to 0.214 over the five seeds (mean 0.145, sd 0.061): no bound three deviations "
-    "below the mean is above 0; reported with its spread",
+    "below the mean is above 0; the decoupled objective's was of either sign (above the run without a lag on some "
+    "seeds, below on others); both reported with their spread",
 )
 def stale_clip_falls(ns):
     acc, K = ns["acc"], ns["K"]
     base = acc["none"][0]
-    return Measured(
-        f"no-lag minus lag-{K} ppo_clip final accuracy", base - acc["ppo_clip"][K], ">", 0.1,
-        base - acc["decoupled"][K],
-    )  # fmt: skip
+    return [
+        Measured(
+            f"no-lag minus lag-{K} ppo_clip final accuracy", base - acc["ppo_clip"][K], ">", 0.1,
+            base - acc["decoupled"][K],
+        ),
+        Measured(
+            f"no-lag minus lag-{K} decoupled final accuracy", base - acc["decoupled"][K], "<", 0.1,
+            base - acc["ppo_clip"][K],
+        ),
+    ]  # fmt: skip
 
 
 @printed(
     NB,
     claim="At lag K the decoupled objective ends above PPO's clip against the sampler",
-    control="the same difference at lag 0, where the two are the same update",
+    control="the same difference at lag 0, where the two are the same update (structural: 0 by construction)",
     why="the difference ranged from 0.084 to 0.228 over the five seeds (mean 0.176, sd 0.059): no bound three "
     "deviations below the mean is above 0; reported with its spread",
 )
@@ -73,12 +81,13 @@ def clip_against_sampler(ns):
 
 @check(
     NB,
-    claim="IcePop's band [0.5, 5] drops tokens once the sampler lags",
-    control="the same band without a lag (every weight exactly 1)",
+    claim="IcePop's band [0.5, 5] drops more than 2% of the tokens once the sampler is K updates behind",
+    control="the same band without a lag: structural, every weight is exactly 1 there, so it drops none by "
+    "construction",
 )
 def icepop_drops(ns):
     dropped, K = ns["shares"]["dropped"], ns["K"]
-    return Measured(f"lag-{K} icepop dropped share", dropped["icepop"][K], ">", 0.005, dropped["icepop"][0])
+    return Measured(f"lag-{K} icepop dropped share", dropped["icepop"][K], ">", 0.02, dropped["icepop"][0])
 
 
 @check(
@@ -113,10 +122,9 @@ def others_at_lag(ns):
 
 @check(
     NB,
-    claim="The spread (std) of the ratio against a sampler K updates behind is larger than without a lag, and "
-    "M2PO's M2 of the log-ratio is above its threshold 0.04 once the sampler lags",
-    control="the same spread without a lag; for M2, none in the sweep (the hand example checks that the kept "
-    "tokens' M2 is at most 0.04)",
+    claim="The spread (std) of the ratio against a sampler K updates behind is above 0.25, and M2PO's M2 of the "
+    "log-ratio at lag K is above 0.095, more than twice its threshold 0.04",
+    control="the same spread and the same M2 without a lag (M2PO's M2 at lag 0 is near its threshold, not above 0.095)",
 )
 def spread_grows(ns):
     s, K = ns["shares"], ns["K"]
@@ -124,5 +132,5 @@ def spread_grows(ns):
         Measured(
             f"lag-{K} ppo_clip ratio std", s["ratio_std"]["ppo_clip"][K], ">", 0.25, s["ratio_std"]["ppo_clip"][0]
         ),
-        Measured(f"lag-{K} m2po M2", s["m2"]["m2po"][K], ">", 0.095),
+        Measured(f"lag-{K} m2po M2", s["m2"]["m2po"][K], ">", 0.095, s["m2"]["m2po"][0]),
     ]

@@ -65,12 +65,14 @@ def icepop_weights(
     """IcePop's two-sided mask (Ling team 2025, Ring-1T), per token:
 
         k_t = pi_prox(y_t) / pi_behav(y_t)          (IcePop: pi_train(theta_old) / pi_infer(theta_old))
-        w_t = k_t if alpha <= k_t <= beta, else 0    (M(k; alpha, beta); the paper's alpha = 0.5, beta = 5)
+        w_t = k_t if alpha <= k_t <= beta, else 0    (the blog's M(k; alpha, beta))
 
     and the loss ``L_t = w_t * -min(r_t A_t, clip(r_t, 1 - eps_low, 1 + eps_high) A_t)`` with
     r_t = pi_theta / pi_prox: AReaL's decoupled weight with a floor as well as a cap. IcePop was made
     for the numbers of a training engine and a serving engine that disagree; here the disagreement is
     the lag. This is `sampler_importance_weights` ``mode="token_mask"`` with C_min = alpha, C_max = beta.
+    The blog leaves alpha and beta as settings; the defaults [0.5, 5] are this course's choice, following
+    OpenRLHF-style two-sided truncation, not values the blog fixes.
 
     prox_logp, behav_logp, mask: [B, T]; 0 <= alpha < beta. Returns ``(weights [B, T], stats)``: the
     stats of `sampler_importance_weights` and ``dropped_frac``.

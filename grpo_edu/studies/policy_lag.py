@@ -14,7 +14,8 @@ same reference, for the same number of steps; per run:
 At lag 0 the rollout's log-probs are the learner's and every weight is exactly 1, so "ppo_clip",
 "decoupled", "icepop" and "tis" are the same update as "none" (tests/test_off_policy.py): lag 0 is run
 once for them, as "none"; "m2po" opens the clip even at lag 0 and is run apart. Every number is
-MEASURED. Run it from the shell (about 7 s a run on one CPU thread; 19 runs a seed with the defaults):
+MEASURED. Run it from the shell (``len(_runs(lags, corrections))`` runs a seed; the progress bar
+prints the seconds each run takes on your machine):
 
     python -m grpo_edu.studies.policy_lag --lags 0,2,8,32 --seeds 0,1,2 --steps 30
 """
