@@ -186,11 +186,14 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
     for _epoch in range(cfg.epochs):  # PPO/GRPO: several passes with pi_old fixed
         for idx in minibatches(rollout.batch_size, cfg.minibatches, algorithm.generator):
             idx = idx.to(rollout.mask.device)
-            optimizer.zero_grad(set_to_none=True)
             stats = {}
-            for rows, w in algorithm.micro_batches(batch, idx) if accumulate else [(idx, 1.0)]:  # base.py
+            for j, (rows, w) in enumerate(
+                algorithm.micro_batches(batch, idx) if accumulate else [(idx, 1.0)]
+            ):  # base.py
                 loss, micro = algorithm.loss(batch, rows)  # the line where the rungs differ
                 finite(loss.detach(), "policy loss")
+                if j == 0:  # after the first forward, as before accumulation: the step's peak memory unchanged
+                    optimizer.zero_grad(set_to_none=True)
                 (loss * w if w != 1.0 else loss).backward()  # w: its share of the step's normaliser
                 for k, v in micro.items():
                     stats[k] = stats.get(k, 0.0) + w * float(v)
