@@ -8,6 +8,7 @@ the default: spawn imports torch again, about 2 s a run.)"""
 import multiprocessing
 import os
 import re
+import signal
 import warnings
 
 import pytest
@@ -149,8 +150,14 @@ def test_a_generator_killed_or_interrupted_stops_the_learner(task, cpu_preset, s
         if info.step == 2:
             os.kill(multiprocessing.active_children()[0].pid, sig)
 
-    with pytest.raises(PipelineError, match=says) as e:
-        _run(FirstTokenSeven(task), cpu_preset, steps=40, callback=signal_it, start_method="fork")
+    # a forked child inherits its parent's SIGINT handling, and a pytest-xdist worker ignores SIGINT: run as a
+    # program from a terminal does (Python's default handler), or the child would never see the signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(PipelineError, match=says) as e:
+            _run(FirstTokenSeven(task), cpu_preset, steps=40, callback=signal_it, start_method="fork")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert "\n" not in str(e.value) and _gone(_pid(e.value)) and multiprocessing.active_children() == []
 
 
