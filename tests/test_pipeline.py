@@ -323,14 +323,22 @@ def test_the_commands_stop_on_the_pipelines_error_or_ctrl_c_is_one_line(capsys, 
 def test_the_races_table_computes_the_ratios():  # its --help: tests/test_package_maps.py STUDY_COMMANDS
     from grpo_edu.studies import pipeline_race as race
 
-    names = list(race.variants(["ppo_clip"]))
-    assert names == ["sync, 1 thread", "sync, 2 threads", "two processes, ppo_clip"]
+    names = list(race.variants(["ppo_clip"], (0, 2)))
+    assert names == ["sync, 1 thread", "sync, 2 threads", "two processes K=0, ppo_clip", "two processes K=2, ppo_clip"]
+    assert race.variants(["none"], (4,))["two processes K=4, none"] == (1, "none", 4)
+    assert (
+        race._at_zero("two processes K=2, none") == "two processes K=0, none"
+        and race._at_zero("sync, 1 thread") is None
+    )
     runs = [{"variant": v, "seed": 0, "seconds": s, "steps": 60, "accuracy": 0.91, "wall": s + 2, "step_seconds": 0.2}
-            for v, s in zip(names, (40.0, 50.0, 30.0))]  # fmt: skip
-    runs[2].update(lag=1.0, start=2.0, generate=0.03, wait=0.001)
-    median = {r["variant"]: {k: r[k] for k in ("seconds", "steps", "accuracy", "wall", "step_seconds")} for r in runs}
-    res = {"machine": {"cpu": "X", "cores": 2, "kernel": "AVX2", "torch": "2"}, "max_staleness": 1, "seeds": [0],
-           "runs": runs, "median": median}  # fmt: skip
+            for v, s in zip(names, (40.0, 50.0, 30.0, 36.0))]  # fmt: skip
+    runs[2].update(lag=0.0, lag_max=0, start=2.0, generate=0.03, wait=0.001)
+    runs[3].update(lag=1.9, lag_max=2, start=2.0, generate=0.03, wait=0.001)
+    res = {"machine": {"cpu": "X", "cores": 2, "kernel": "AVX2", "torch": "2"}, "max_staleness": [0, 2], "seeds": [0],
+           "runs": runs, "median": race.medians(runs)}  # fmt: skip
     text = race.format_race(res)
-    assert "machine: X, 2 cores" in text and "lag 1.00, start 2.0 s, generate 30 ms, learner waits 1 ms" in text
-    assert text.splitlines()[-1].endswith("ratio 0.75") and text.splitlines()[-2].endswith("ratio 1.25")  # 30/40, 50/40
+    assert "machine: X, 2 cores" in text and "lag 1.90 (max 2), start 2.0 s, generate 30 ms, learner waits 1 ms" in text
+    assert "each max_staleness K (0, 2)" in text
+    last = text.splitlines()
+    assert last[-1].endswith("ratio 0.90, vs K=0 1.20")  # 36/40, 36/30
+    assert last[-2].endswith("ratio 0.75") and last[-3].endswith("ratio 1.25")  # 30/40 (the control), 50/40
