@@ -70,7 +70,7 @@ def plug(**functions):
 
 
 _LIBRARY = {name: getattr(functional, name) for name in functional.__all__}  # the core's own functions
-_CORE_MODULES = (functional, *(getattr(functional, m) for m in ("advantages", "distillation", "logprobs", "losses", "objectives", "off_policy", "reductions")))  # fmt: skip
+_CORE_MODULES = (functional, *(getattr(functional, m) for m in ("advantages", "covariance", "distillation", "logprobs", "losses", "objectives", "off_policy", "reductions")))  # fmt: skip
 
 
 def _guarded(fn, library):

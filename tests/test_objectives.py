@@ -486,7 +486,7 @@ def test_policy_losses_are_one_table_the_loss_reads(task, tiny_policy):
     from grpo_edu.algorithms.policy_losses import POLICY_LOSSES
     from grpo_edu.rollout import generate, policy_logprobs
 
-    assert set(POLICY_LOSSES) == {"clip", "gspo", "cispo"}
+    assert set(POLICY_LOSSES) == {"clip", "gspo", "cispo", "clip_cov", "kl_cov"}
     assert all(callable(getattr(Fn, row.function)) for row in POLICY_LOSSES.values())
     ro = generate(tiny_policy, task.encode_prompts(task.sample(4, 0)), 4, 3, generator=torch.Generator().manual_seed(0))
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5] * 4)
@@ -496,14 +496,19 @@ def test_policy_losses_are_one_table_the_loss_reads(task, tiny_policy):
     idx = torch.arange(ro.batch_size)
     losses = {}
     for name, row in POLICY_LOSSES.items():
-        algo = GRPO(group_size=4, beta=0.0, policy_loss=name, eps_low=0.2, eps_high=0.2).setup(tiny_policy, None)
+        cov = dict(clip_cov_ratio=1.0, clip_cov_lb=-1e9, clip_cov_ub=1e9)  # Clip-Cov: every unclipped token dropped
+        algo = GRPO(group_size=4, beta=0.0, policy_loss=name, eps_low=0.2, eps_high=0.2, **cov).setup(tiny_policy, None)
         batch = Batch(ro, None, None, ro.mask, old, None, adv)
         loss, stats = algo.loss(batch, idx)
         logp, _ = policy_logprobs(tiny_policy, batch, idx)
         eps_low, eps_high = row.clip(algo.config)
-        per_token, _ = getattr(Fn, row.function)(logp, old, adv, eps_low=eps_low, eps_high=eps_high, mask=ro.mask)
+        knobs = row.knobs(algo.config, algo)
+        per_token, _ = getattr(Fn, row.function)(
+            logp, old, adv, eps_low=eps_low, eps_high=eps_high, mask=ro.mask, **knobs
+        )
         by_hand = Fn.aggregate_loss(per_token, ro.mask, row.aggregation or "token_mean")
         assert float(loss.detach()) == pytest.approx(float(by_hand.detach()), rel=1e-6), name
-        assert {"clip_ratio", "ratio_mean", "ratio_std", "advantage_abs_mean"} <= set(stats), name
+        assert {"ratio_mean", "ratio_std", "advantage_abs_mean"} <= set(stats), name
+        assert ("clip_ratio" in stats) == (name != "kl_cov"), name  # KL-Cov has no clip
         losses[name] = float(loss.detach())
-    assert len({round(v, 6) for v in losses.values()}) == 3, losses  # three objectives, three numbers
+    assert len({round(v, 6) for v in losses.values()}) == 5, losses  # five objectives, five numbers

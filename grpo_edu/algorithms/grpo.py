@@ -27,7 +27,7 @@ from ..rollout import Batch, Rollout, loss_mask, policy_logprobs, reference_logp
 from .base import BOOL, Algorithm, validate
 from .grpo_extras import dynamic_sampling, spurious_rewards
 from .off_policy import CORRECTIONS, check_off_policy_knobs, m2po_objective, sampler_apart, sampler_old_logprobs
-from .policy_losses import POLICY_LOSSES
+from .policy_losses import POLICY_LOSSES, UNIT, check_cov_knobs, logged_covariance
 
 
 @dataclass
@@ -49,7 +49,17 @@ class GRPOConfig:
     eps_high: float | None = None
     """Clip above (TRL epsilon_high, verl clip_ratio_high); None: eps_low (CISPO: its cap, 4)."""
     policy_loss: str = "clip"
-    """The objective per token, a key of POLICY_LOSSES: PPO's "clip", GSPO's, CISPO's (verl policy_loss.loss_mode)."""
+    """The objective per token, a key of POLICY_LOSSES: PPO's "clip", GSPO's, CISPO's, Cui et al.'s "clip_cov", "kl_cov" (verl policy_loss.loss_mode)."""
+    clip_cov_ratio: float = 2e-4
+    """Clip-Cov: the fraction of tokens whose gradient is dropped (verl policy_loss.clip_cov_ratio)."""
+    clip_cov_lb: float = 1.0
+    """Clip-Cov: a token is eligible when lb < (log pi - mean)(A - mean) (verl policy_loss.clip_cov_lb)."""
+    clip_cov_ub: float = 5.0
+    """Clip-Cov: ... and that product < ub (verl policy_loss.clip_cov_ub)."""
+    kl_cov_ratio: float = 2e-4
+    """KL-Cov: the fraction of tokens, largest covariance first, given the |log rho| penalty (verl policy_loss.kl_cov_ratio)."""
+    ppo_kl_coef: float = 1.0
+    """KL-Cov: the penalty's coefficient, ppo_kl_coef * |log pi - log pi_old| (verl policy_loss.ppo_kl_coef)."""
     # the KL to the reference
     beta: float = 0.04
     """KL coefficient (TRL beta, verl kl_loss_coef)."""
@@ -159,6 +169,7 @@ class GRPOConfig:
             raise ValueError(
                 f"GRPOConfig.reward_signal={self.reward_signal!r} needs the 0/1 outcome: kl_placement 'loss' or 'none'"
             )
+        check_cov_knobs(self, clip_cov_ratio=UNIT, kl_cov_ratio=UNIT, clip_cov_lb={}, clip_cov_ub={}, ppo_kl_coef=dict(lo=0))  # fmt: skip
         check_off_policy_knobs(self)  # C_min < C_max; a truncation needs a bound (sampler.py); an integer lag
 
     @property
@@ -201,6 +212,7 @@ class GRPO(Algorithm):
         if cfg.advantage_sign != "both" or cfg.positive_weight != 1.0:  # A' = l+ max(A, 0) + l- min(A, 0)
             adv = Fn.signed_advantages(adv, cfg.advantage_sign, cfg.positive_weight)
         stats["frac_reward_zero_std"] = st["frac_zero_std"]
+        stats["cov_logp_adv"] = logged_covariance(Fn, old, adv, mask)  # Cov(log pi_old, A): -Cov ~ the step's dH
         # adv is [B]: every token of a completion gets its completion's advantage
         return Batch(rollout, scores, rewards, mask=loss_mask(rollout, cfg.mask_truncated_completions), old_logp=old,
                      ref_logp=ref_logp, advantages=adv, stats=stats, is_weights=w)  # fmt: skip
@@ -210,9 +222,8 @@ class GRPO(Algorithm):
         logp, logits = policy_logprobs(self.policy, batch, idx)  # log pi_theta(a_t|s_t), with grad
         objective = POLICY_LOSSES[cfg.policy_loss]  # "clip": -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A)
         eps_low, eps_high = objective.clip(cfg)
-        per_token, clip_stats = getattr(Fn, objective.function)(
-            logp, batch.old_logp[idx], batch.advantages[idx], eps_low=eps_low, eps_high=eps_high, mask=mask
-        )
+        per_token, clip_stats = getattr(Fn, objective.function)(logp, batch.old_logp[idx], batch.advantages[idx],
+            eps_low=eps_low, eps_high=eps_high, mask=mask, **objective.knobs(cfg, self))  # fmt: skip
         if cfg.off_policy_correction == "m2po":  # M2PO (off_policy.py): the clip opened, extreme (log rho)^2 dropped
             per_token, clip_stats = m2po_objective(Fn, objective, logp, batch, idx, mask)
         if batch.is_weights is not None:  # a sampler apart (sampler.py) or behind (off_policy.py): w per token

@@ -10,6 +10,7 @@ pieces. The core is split by concern, one page of equations per module:
     objectives.py   the objectives after DAPO: GSPO, CISPO, the importance weight of a sampler apart
     off_policy.py   the corrections for a sampler k updates behind: AReaL's decoupled weight, IcePop, M2PO
     distillation.py on-policy distillation's per-token advantage: minus the sampled reverse KL to a teacher
+    covariance.py   Cov(log pi, A) over the batch's tokens; Clip-Cov and KL-Cov (Cui et al. 2025)
 
 and ``from grpo_edu import functional as Fn; Fn.<name>`` reaches every one of them. Notation and
 shapes (as in the notebooks):
@@ -47,6 +48,7 @@ from .advantages import (
     running_mean,
     signed_advantages,
 )
+from .covariance import clip_cov_loss, clip_cov_tokens, covariance_terms, kl_cov_loss, kl_cov_tokens, token_covariance
 from .distillation import distillation_advantages
 from .logprobs import entropy, exact_kl, kl_estimate, kl_penalized_rewards, token_logprobs
 from .losses import clipped_surrogate_loss, policy_gradient_loss, regularized_loss, value_loss
@@ -63,5 +65,6 @@ __all__ = [
     "policy_gradient_loss", "clipped_surrogate_loss", "value_loss", "aggregate_loss", "regularized_loss",
     "sequence_log_ratio", "gspo_loss", "cispo_loss", "sampler_importance_weights",
     "signed_advantages", "decoupled_weights", "icepop_weights", "m2po_mask", "distillation_advantages",
+    "covariance_terms", "token_covariance", "clip_cov_tokens", "kl_cov_tokens", "clip_cov_loss", "kl_cov_loss",
 ]  # fmt: skip
 """Every function of the core (the names `grpo_edu.plug` and ``functions=`` may replace)."""

@@ -189,6 +189,16 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
         "another is TRL's loss_type of the same name (names.TRL_LOSS_TYPES)",
         lambda c, a: {},  # with loss_type (_loss)
     ),
+    *(
+        (name, "-", note, lambda c, a: {})  # only with policy_loss 'clip_cov' / 'kl_cov', which TRL has not (_loss)
+        for name, note in (
+            ("clip_cov_ratio", "Clip-Cov (Cui et al. 2025): verl policy_loss.clip_cov_ratio; no TRL counterpart"),
+            ("clip_cov_lb", "Clip-Cov: verl policy_loss.clip_cov_lb"),
+            ("clip_cov_ub", "Clip-Cov: verl policy_loss.clip_cov_ub"),
+            ("kl_cov_ratio", "KL-Cov (Cui et al. 2025): verl policy_loss.kl_cov_ratio; no TRL counterpart"),
+            ("ppo_kl_coef", "KL-Cov: verl policy_loss.ppo_kl_coef"),
+        )
+    ),
     ("beta", "beta", "KL coefficient (with kl_placement='loss'; 0 loads no reference model in TRL)", lambda c, a: {}),
     (
         "kl_placement",
@@ -309,6 +319,7 @@ NO_COUNTERPART = (
     ("grpo_edu", "sampler_dtype='bfloat16'/'float16'", "the policy cast to it samples (TRL: a vLLM engine)"),
     ("grpo_edu", "policy_lag > 0", "a sampler a fixed k updates behind (TRL: AsyncGRPOTrainer, max_staleness)"),
     ("grpo_edu", "off_policy_correction='m2po'", "M2PO's second-moment mask"),
+    ("grpo_edu", "policy_loss='clip_cov' / 'kl_cov'", "Clip-Cov, KL-Cov (Cui et al. 2025; verl loss_mode)"),
     *(
         ("TRL", f"loss_type={name!r} with minibatches > 1", "normalises by the whole generation batch's tokens")
         for name, row in TRL_LOSS_TYPES.items()

@@ -22,62 +22,50 @@ and KL-Cov rank tokens by it, as the batch's centred products over its tokens (`
 
 Clip-Cov drops the gradient of a few tokens drawn at random among those with lb < c_i < ub (not
 already clipped by the ratio); KL-Cov puts a penalty |log pi - log pi_old| on the top fraction of c_i.
-The defaults here are those of the paper's reference implementation (in verl).
+Both, and the covariance itself, are functions of the functional core (`grpo_edu.functional.covariance`,
+re-exported here), knobs of GRPO (``policy_loss="clip_cov"`` / ``"kl_cov"``); GRPO logs the batch's
+Cov(log pi_old, A) every step as ``cov_logp_adv``.
+
+Per step of a run, `EntropyProbe` (a ``train`` callback) measures the entropy change of the step's update on
+the step's own tokens, and `entropy_prediction` scores -Cov as its prediction, per step and summed.
 """
 
 from __future__ import annotations
 
+import copy
+import math
+
+import numpy as np
 import torch
 from torch import Tensor
 
-from ..functional import masked_mean
+from ..functional import entropy, masked_mean
+from ..functional.covariance import (
+    CLIP_COV_BOUNDS,
+    CLIP_COV_RATIO,
+    KL_COV_RATIO,
+    clip_cov_tokens,
+    covariance_terms,
+    kl_cov_tokens,
+    token_covariance,
+)
+from ..rollout import sequence_logprobs
 
 __all__ = [
     "CLIP_COV_BOUNDS",
     "CLIP_COV_RATIO",
+    "EntropyProbe",
     "KL_COV_RATIO",
     "clip_cov_tokens",
     "covariance_terms",
     "entropy_change_first_order",
+    "entropy_prediction",
     "kl_cov_tokens",
     "predicted_entropy_change",
+    "rollout_entropy",
     "softmax_entropy",
     "token_covariance",
 ]
-
-CLIP_COV_RATIO = 2e-4  # Clip-Cov: the fraction of the batch's tokens whose gradient is dropped
-CLIP_COV_BOUNDS = (1.0, 5.0)  # Clip-Cov: a token is eligible when lb < c_i < ub
-KL_COV_RATIO = 2e-4  # KL-Cov: the fraction of the batch's tokens, highest c_i first, that get the KL penalty
-
-
-def _check_tokens(logp: Tensor, advantages: Tensor, mask: Tensor) -> None:
-    if logp.shape != advantages.shape or logp.shape != mask.shape:
-        raise ValueError(
-            f"logp, advantages and mask must have one shape, got {tuple(logp.shape)}, "
-            f"{tuple(advantages.shape)} and {tuple(mask.shape)}"
-        )
-    if not bool((mask != 0).any()):
-        raise ValueError("mask selects no token: there is no covariance of nothing")
-
-
-def covariance_terms(logp: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
-    """c_i = (log pi(y_i) - mean_j log pi(y_j)) (A_i - mean_j A_j), means over the masked tokens.
-
-    logp, advantages, mask: [B, T] (advantages broadcast per token). Returns [B, T], 0 off the mask;
-    detached (a ranking, not a loss)."""
-    _check_tokens(logp, advantages, mask)
-    logp, advantages = logp.detach(), advantages.detach()
-    centred_logp = logp - masked_mean(logp, mask)
-    centred_adv = advantages - masked_mean(advantages, mask)
-    return centred_logp * centred_adv * mask.to(logp.dtype)
-
-
-def token_covariance(logp: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
-    """Cov = mean_i c_i over the masked tokens: the batch's covariance of log pi and the advantage (1/N).
-
-    logp, advantages, mask: [B, T] -> a scalar. Its sign predicts the sign of the step's entropy change
-    (positive: the entropy falls)."""
-    return masked_mean(covariance_terms(logp, advantages, mask), mask)
 
 
 def softmax_entropy(logits: Tensor) -> Tensor:
@@ -118,49 +106,71 @@ def predicted_entropy_change(logits: Tensor, advantages: Tensor, eta: float, ste
     return entropy_change_first_order(logits, dz)
 
 
-def kl_cov_tokens(logp: Tensor, advantages: Tensor, mask: Tensor, ratio: float = KL_COV_RATIO) -> Tensor:
-    """KL-Cov's tokens: the k = max(1, floor(ratio N)) masked tokens of largest c_i (N masked tokens).
-
-    [B, T] -> a bool [B, T], True on the k tokens that get the penalty |log pi - log pi_old| (ties: the
-    first in row-major order)."""
-    if not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-    terms = covariance_terms(logp, advantages, mask)
-    on = mask.reshape(-1) != 0
-    k = max(1, int(int(on.sum()) * ratio))
-    ranked = terms.reshape(-1).masked_fill(~on, float("-inf"))
-    chosen = torch.zeros_like(on)
-    chosen[torch.topk(ranked, k, largest=True, sorted=True).indices] = True
-    return chosen.reshape(mask.shape)
+@torch.no_grad()
+def rollout_entropy(policy, rollout) -> float:
+    """H = the mean over the rollout's completion tokens of H(pi(. | s_t)), at the rollout's temperature."""
+    was = policy.training
+    policy.eval()
+    _, logits = sequence_logprobs(policy, rollout, return_logits=True)
+    policy.train(was)
+    return float(masked_mean(entropy(logits / rollout.temperature), rollout.mask))
 
 
-def clip_cov_tokens(
-    logp: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    ratio: float = CLIP_COV_RATIO,
-    bounds: tuple[float, float] = CLIP_COV_BOUNDS,
-    clipped: Tensor | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Clip-Cov's tokens: min(k, |E|) tokens drawn uniformly without replacement from
-    E = {i masked, lb < c_i < ub, not already clipped by the ratio}, k = max(1, floor(ratio N)).
+class EntropyProbe:
+    """``train(..., callback=EntropyProbe(reference))``: per step, the entropy of the policy before and after
+    the step's update, both on the step's own rollout (its states), and the step's logged covariance.
 
-    ``clipped``: bool [B, T], the tokens PPO's clip already cuts (None: none). [B, T] -> a bool [B, T],
-    True on the tokens whose gradient is dropped."""
-    if not 0 < ratio <= 1:
-        raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-    lb, ub = bounds
-    if not lb < ub:
-        raise ValueError(f"bounds must be (lb, ub) with lb < ub, got {bounds}")
-    terms = covariance_terms(logp, advantages, mask)
-    on = mask != 0
-    eligible = on & (terms > lb) & (terms < ub)
-    if clipped is not None:
-        eligible = eligible & ~clipped.bool()
-    k = max(1, int(int(on.sum()) * ratio))
-    candidates = torch.nonzero(eligible.reshape(-1)).reshape(-1)
-    picked = candidates[torch.randperm(len(candidates), generator=generator)[:k]]
-    chosen = torch.zeros(on.numel(), dtype=torch.bool, device=mask.device)
-    chosen[picked] = True
-    return chosen.reshape(mask.shape)
+    ``start``: the policy the run starts from (``train`` trains a copy of ``reference``). After each step the
+    probe keeps a copy of the updated weights: they are the next step's "before" (pi_old, when the policy
+    samples its own rollouts: no ``policy_lag`` or ``sampler_dtype``). ``rows``: one dict per step,
+    ``step``, ``entropy_before``, ``entropy_after``, ``entropy_change`` (after - before) and ``covariance``
+    (GRPO's ``cov_logp_adv``: Cov(log pi_old, A) over the tokens the loss trains). Costs two no-grad
+    forward passes of the batch per step."""
+
+    def __init__(self, start):
+        self._before = copy.deepcopy(start)
+        self.rows: list[dict] = []
+
+    def __call__(self, info) -> None:
+        before = rollout_entropy(self._before, info.rollout)
+        after = rollout_entropy(info.policy, info.rollout)
+        cov = info.metrics.get("cov_logp_adv", math.nan)
+        self.rows.append(
+            {"step": info.step, "entropy_before": before, "entropy_after": after,
+             "entropy_change": after - before, "covariance": float(cov)}
+        )  # fmt: skip
+        self._before.load_state_dict(info.policy.state_dict())
+
+    def series(self, key: str) -> np.ndarray:
+        return np.array([r[key] for r in self.rows], dtype=float)
+
+
+def entropy_prediction(covariance, entropy_change, fit: float = 0.5) -> dict:
+    """How well -Cov predicts the measured entropy change dH, per step and summed over a run.
+
+    covariance, entropy_change: one value per step (the same steps). Per step: ``pearson``, the correlation
+    of -Cov_t with dH_t, and ``sign_agreement``, the share of steps with sign(dH_t) = sign(-Cov_t) (steps
+    where either is 0 not counted). Summed: the theory's dH = -eta Cov has an unknown step eta (Adam, a
+    network: no closed form), so ``scale`` c is fitted by least squares through 0, dH ~ c (-Cov), on the
+    first ``fit`` share of the steps, and the rest's summed change predicted: ``summed_measured`` = sum dH,
+    ``summed_predicted`` = c sum(-Cov) over the rest; ``summed_sign`` 1.0 if they share a sign, else 0.0.
+    ``steps``: how many steps were scored."""
+    cov, dh = np.asarray(covariance, dtype=float), np.asarray(entropy_change, dtype=float)
+    if cov.shape != dh.shape or cov.ndim != 1:
+        raise ValueError(f"covariance and entropy_change must be two 1-d series of one length, got {cov.shape} and {dh.shape}")  # fmt: skip
+    if len(cov) < 4 or not np.isfinite(cov).all() or not np.isfinite(dh).all():
+        raise ValueError(f"entropy_prediction needs at least 4 finite steps, got {len(cov)}")
+    if not 0 < fit < 1:
+        raise ValueError(f"fit must be in (0, 1), got {fit}")
+    x = -cov
+    pearson = float(np.corrcoef(x, dh)[0, 1]) if x.std() > 0 and dh.std() > 0 else math.nan
+    signed = (x != 0) & (dh != 0)
+    agree = float(np.mean(np.sign(x[signed]) == np.sign(dh[signed]))) if signed.any() else math.nan
+    n = max(2, int(len(x) * fit))
+    scale = float(x[:n] @ dh[:n] / (x[:n] @ x[:n])) if (x[:n] @ x[:n]) > 0 else math.nan
+    measured, predicted = float(dh[n:].sum()), float(scale * x[n:].sum())
+    return {
+        "steps": len(x), "pearson": pearson, "sign_agreement": agree, "scale": scale, "fit_steps": n,
+        "summed_measured": measured, "summed_predicted": predicted,
+        "summed_sign": float(np.sign(measured) == np.sign(predicted)),
+    }  # fmt: skip
