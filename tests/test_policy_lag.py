@@ -75,3 +75,26 @@ def test_a_short_run_records_each_correction_and_the_lag(reference, task, cpu_pr
     assert r0["updates"] == [0, 8] and len(r0["accuracy"]) == 2
     assert r0["dropped"] == 0.0 and r2["dropped"] >= 0.0
     assert r0["start"] == r2["start"]  # the same reference
+
+
+def test_merge_joins_seeds_and_refuses_a_mismatch_or_a_repeat(tmp_path, capsys):
+    import json
+
+    res = _res()
+    a = {**res, "rows": [r for r in res["rows"] if r["seed"] == 0]}
+    b = {**res, "rows": [r for r in res["rows"] if r["seed"] == 1]}
+    merged = pl.merge([a, b])
+    assert merged["rows"] == a["rows"] + b["rows"] and merged["steps"] == 1
+    assert pl.table(merged) == pl.table(res)  # the same study as one run of both seeds
+    with pytest.raises(ValueError, match=r"merge: results differ in \['steps'\]"):
+        pl.merge([a, {**b, "steps": 2}])
+    with pytest.raises(ValueError, match="appears twice"):
+        pl.merge([a, a])
+    with pytest.raises(ValueError, match="at least one"):
+        pl.merge([])
+    for name, r in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(r))
+    pl.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json", str(tmp_path / "m.json")])
+    out = capsys.readouterr().out
+    assert "0.420 [0.400, 0.440]" in out and "the papers' claims at this scale" in out
+    assert json.loads((tmp_path / "m.json").read_text())["rows"] == merged["rows"]

@@ -55,11 +55,15 @@ def _run(name):
         )
     if name == "razor":
         return regimes.razor.run_razor(_tiny_ref(), preset, seeds=SEEDS, size="tiny", progress=False)
+    if name == "policy_lag":
+        return regimes.policy_lag.run_policy_lag(
+            _tiny_ref(), preset, seeds=SEEDS, lags=(0, 8, 32, 256), steps=2, eval_every=None, progress=False
+        )
     raise AssertionError(name)
 
 
 PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking", "spurious_rewards",
-          "negative_samples", "razor")  # fmt: skip
+          "negative_samples", "razor", "policy_lag")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PINNED)

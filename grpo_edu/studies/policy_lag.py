@@ -18,6 +18,14 @@ MEASURED. Run it from the shell (``len(_runs(lags, corrections))`` runs a seed; 
 prints the seconds each run takes on your machine):
 
     python -m grpo_edu.studies.policy_lag --lags 0,2,8,32 --seeds 0,1,2 --steps 30
+
+The study of notebook 13's section 6 (lags to 256, 100 steps: 400 optimizer updates; one process per seed,
+then merged; the papers' claims on it are `grpo_edu.studies.regimes.policy_lag`'s), kept in
+tests/data/policy_lag/study.json:
+
+    python -m grpo_edu.studies.policy_lag --lags 0,8,32,64,128,256 --seeds 0 --steps 100 --eval_every 10 --json s0.json
+    python -m grpo_edu.studies.policy_lag --lags 0,8,32,64,128,256 --seeds 2 --steps 100 --eval_every 10 --json s2.json
+    python -m grpo_edu.studies.policy_lag --merge s0.json s2.json --json tests/data/policy_lag/study.json
 """
 
 from __future__ import annotations
@@ -117,6 +125,23 @@ def run(
                 rows.append(_row(h, lag, c, seed, per_step))
                 pbar.update(1)
     return {"preset": preset.name, "steps": steps, "updates_per_step": per_step, "rows": rows}
+
+
+def merge(results) -> dict:
+    """One result from several runs of `run` over other seeds (the same preset, steps and updates per step):
+    their rows, in order. A run split over processes (one seed each) is the same study as one run of all."""
+    results = list(results)
+    if not results:
+        raise ValueError("merge needs at least one result of policy_lag.run")
+    keys = ("preset", "steps", "updates_per_step")
+    first = {k: results[0][k] for k in keys}
+    for r in results[1:]:
+        if {k: r[k] for k in keys} != first:
+            raise ValueError(f"merge: results differ in {[k for k in keys if r[k] != first[k]]} ({first} vs {r})")
+    seen = [(r["lag"], r["correction"], r["seed"]) for res in results for r in res["rows"]]
+    if len(seen) != len(set(seen)):
+        raise ValueError("merge: a run (lag, correction, seed) appears twice")
+    return {**first, "rows": [r for res in results for r in res["rows"]]}
 
 
 def final(res: dict, lag: int, correction: str) -> list[float]:
@@ -245,9 +270,20 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--eval_every", type=int, default=5)
     p.add_argument("--json", default=None, help="write the result here")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="run nothing: merge these results (one per seed) and report them")  # fmt: skip
     a = p.parse_args(argv)
-    res = run("cpu", a.lags, a.corrections.split(","), a.seeds, a.steps, a.eval_every)
+    if a.merge:
+        res = merge(json.loads(open(f).read()) for f in a.merge)
+    else:
+        res = run("cpu", a.lags, a.corrections.split(","), a.seeds, a.steps, a.eval_every)
     print(report(res))
+    from ..measure.reports import wrap
+    from .regimes.policy_lag import claims
+
+    print("the papers' claims at this scale (grpo_edu.studies.regimes.policy_lag; each claim's rule after it):")
+    for c in claims(res):
+        print(wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] "))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

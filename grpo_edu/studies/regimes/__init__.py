@@ -14,6 +14,7 @@ module each, its runner and its figure:
     spurious_rewards  a reward that ignores correctness (random, incorrect label): does it raise accuracy, via the clip?
     negative_samples  only the wrong answers (NSR), only the right ones (PSR), W-REINFORCE, as Zhu et al. and group-centred
     razor         subtraction taught by SFT and by GRPO to one accuracy: addition's drop against the KL (RL's Razor)
+    policy_lag    a sampler up to 256 updates behind: PipelineRL's, AReaL's, M2PO's, IcePop's and TIS's claims
 
 Beside them, what they share: common.py (the claim's form, a preset's task with knobs, a progress
 bar) and figures.py (the pieces their figures have in common).
@@ -38,6 +39,7 @@ from . import (
     long_run,
     negative_samples,
     offset,
+    policy_lag,
     razor,
     reward_model,
     spurious_rewards,
@@ -109,6 +111,11 @@ TABLE = {
         razor.run_razor, razor.figure,
         "subtraction taught by SFT and by GRPO (beta 0) to one accuracy, several lrs: addition's drop vs the KL",
         "12 part 2",
+    ),
+    "policy_lag": Regime(
+        policy_lag.run_policy_lag, policy_lag.figure,
+        "GRPO with its sampler k optimizer updates behind (k = 0 to 256), each off_policy_correction, 100 steps",
+        "13",
     ),
 }  # fmt: skip
 REGIMES = tuple(TABLE)
