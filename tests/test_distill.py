@@ -250,3 +250,17 @@ def test_the_study_verdicts_are_pinned(tmp_path, monkeypatch):
         pytest.skip(f"pinned {len(got)} verdicts of distillation")
     assert "distillation" in pins, "no pinned verdicts for distillation: run with GRPO_EDU_PIN_VERDICTS=1"
     assert got == pins["distillation"], "distillation: a verdict or a claim changed (re-pin with the reason)"
+
+
+def test_the_stored_result_is_the_studys_own():
+    """The stored 3-seed result notebook 14 reads: the full size, every case and comparison, its verdicts those
+    `verdicts` computes from its own runs, the control unmoved, and its equal-token reads inside each run."""
+    from grpo_edu.studies import distillation as study
+
+    res = study.stored()
+    assert res["size"] == "full" and res["seeds"] == 3 and set(res["cases"]) == set(study.CASES)
+    assert res["claims"] == study.verdicts(res) and len(res["claims"]) == len(study.COMPARISONS)
+    assert res["control"]["all"] == res["control"]["reference"]
+    for rec in res["cases"].values():
+        for runs in rec["runs"].values():
+            assert len(runs) == 3 and all(r["acc_equal_tokens"] in [a for _, a in r["evals_tokens"]] for r in runs)

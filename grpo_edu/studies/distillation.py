@@ -31,6 +31,7 @@ student token (Thinking Machines compare FLOPs, the teacher's passes included). 
 the tiny run's).
 
     python -m grpo_edu.studies.distillation --seeds 3       # about 3 minutes on one thread (2 with the teachers cached)
+    python -m grpo_edu.studies.distillation --seeds 3 --store   # and rewrite the stored result notebook 14 reads
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ SIZES = {  # "full": the study's budget; "tiny": the test's (seconds, numbers me
     "full": dict(teacher_steps=60, steps=20, eval_every=2, sequences_per_step=None),  # the preset's batch
     "tiny": dict(teacher_steps=1, steps=1, eval_every=1, sequences_per_step=16),
 }
+STORED = Path(__file__).with_name("data") / "distillation.json"
+"""The result of ``--seeds 3 --store`` (the cpu preset, seed 0): notebook 14 reads it with `stored`."""
 TEACHER_SEED = 1000  # added to the preset's seed: the teachers' runs share no seed with the arms'
 
 
@@ -212,6 +215,12 @@ def run(preset="cpu", seeds=3, size="full", cases=None, cache=None, progress=Tru
     return out
 
 
+def stored(path=None) -> dict:
+    """The stored result (`STORED`, or ``path``), as `run` returned it."""
+    with open(path or STORED) as f:
+        return json.load(f)
+
+
 def verdicts(res: dict) -> list[dict]:
     """Each of `COMPARISONS` whose cases ran: the per-seed effect and its verdict at `MARGIN`."""
     rows = []
@@ -266,6 +275,7 @@ def main(argv=None) -> int:
     p.add_argument("--size", default="full", choices=list(SIZES), help="the budget (tiny: a smoke test)")
     p.add_argument("--cases", default=None, help=f"';'-separated, of: {'; '.join(CASES)}")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the numbers to this file")
+    p.add_argument("--store", action="store_true", help=f"also write them to {STORED.name}, which notebook 14 reads")
     args = p.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(";")] if args.cases else None
     t0 = time.perf_counter()
@@ -275,8 +285,9 @@ def main(argv=None) -> int:
         p.error(str(e))
     print(report(res))
     print(f"({time.perf_counter() - t0:.0f} s)")
-    if args.json:
-        with open(args.json, "w") as f:
+    for path in [args.json] * bool(args.json) + [STORED] * args.store:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
             json.dump(res, f, indent=1)
     return 0
 
