@@ -4,7 +4,7 @@ the sampler apart from the policy (these two, or ``sampler_dtype``, whose steps 
 model that samples (`sampler_apart`) and the log-probs its loss takes (`sampler_old_logprobs`).
 
 Real trainers sample with weights a few updates old, because generation and training run side by side
-(PipelineRL, AReaL, TRL's ``AsyncGRPOTrainer`` with ``max_staleness``, tinker's ``sampling_steps_ahead``).
+(PipelineRL, AReaL, TRL's ``AsyncGRPOTrainer`` with ``max_staleness``, tinker's ``max_steps_off_policy``).
 Here the lag is simulated exactly and deterministically: after every optimizer update the learner's
 weights are copied into a ring of ``policy_lag + 1`` copies, and each rollout is sampled from the oldest,
 the weights ``policy_lag`` updates before the learner's now (M2PO's "stale-k"; until the learner has

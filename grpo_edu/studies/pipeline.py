@@ -12,8 +12,10 @@ The loop of train.py, split in two processes (asynchronous GRPO, as PipelineRL, 
                                                      publish the weights: version = step
 
 K is ``max_staleness``, the bound of the lag in weight versions (one version per update, each update
-``epochs x minibatches`` optimizer steps): TRL's ``AsyncGRPOTrainer`` calls it ``max_staleness``, tinker
-``sampling_steps_ahead``, NeMo RL ``max_trajectory_age_steps``. The generator waits for weights at most K
+``epochs x minibatches`` optimizer steps). TRL's ``AsyncGRPOTrainer`` calls its bound ``max_staleness`` too,
+counted in weight syncs (one per ``weight_sync_steps`` optimizer steps, default 1), and drops an older sample
+instead of waiting; tinker's cookbook ``AsyncConfig.max_steps_off_policy`` (training steps; an older group
+is sampled again); NeMo RL ``max_trajectory_age_steps``. The generator waits for weights at most K
 versions old before it samples batch b, so every batch's lag is at most K (the batch queue has K + 1 slots,
 as many batches as it may sample ahead): K = 0 is the synchronous loop, step for step the same numbers as
 `grpo_edu.train` (the generator waits for each update); K = 1 samples the next batch while the learner
