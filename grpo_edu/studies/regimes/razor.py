@@ -27,12 +27,11 @@ pi_0 on subtraction prompts, both directions, per completion: the exact KL over 
 each token (`grpo_edu.functional.exact_kl`) summed over the completion, on completions sampled
 from the first argument's policy (by the chain rule that sum is the KL between the two
 distributions over whole completions, averaged over the samples): "base||ft" = KL(pi_0 || pi),
-sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy. The paper
-calls its measure the forward KL between the fine-tuned and the base policy on the new task; summaries
-of it (not its text, which we did not check) write that KL(pi_0 || pi), so the claims use "base||ft"
-(`PRIMARY`) and both are printed. The fit is a least-squares line drop = a + b KL over every run
-(SFT and RL, at the target and stopped early) together (the paper fits a curve
-across methods; a line is the first term). The paper compares the methods' frontiers (the best
+sampled from the base; "ft||base" = KL(pi || pi_0), sampled from the fine-tuned policy. The paper's
+forgetting law (its section 4) predicts the forgetting from E_{x~tau} KL(pi_0 || pi) on the new task's
+inputs tau, which it calls the forward KL: the claims use that direction, "base||ft" (`PRIMARY`), and
+both are printed. The fit is a least-squares line drop = a + b KL over every run (SFT and RL, at the
+target and stopped early) together (the paper fits a quadratic, one curve for both methods). The paper compares the methods' frontiers (the best
 retention a hyperparameter sweep reaches at a given new-task accuracy): the claims compare, per target
 and seed, each method's least-forgetting run (`frontier`: the least drop over its lrs, among the runs
 that reached the target), and that run's new-task accuracy and KL. Both methods sweep the same lrs
@@ -60,7 +59,7 @@ BASE_TARGET = 0.3  # the base: the reference after SFT on "+" and "-" to this gr
 SFT_BATCH = 64  # problems per SFT step on the new task (small: the stop at the target is finer)
 CHECK_EVERY = 2  # steps between the accuracy checks that stop SFT and RL at the target
 METHODS = ("SFT", "RL", "SFT early", "RL early")  # the runs at the target, and the controls stopped early
-BETA = 0.0  # GRPO without the KL penalty: what keeps RL near the base is not a penalty
+BETA = 0.0  # GRPO without the KL penalty: if anything keeps RL near the base, it is not a penalty
 DIRECTIONS = {"base||ft": "ref||pi", "ft||base": "pi||ref"}  # our name -> exact_kl's (pi = fine-tuned, ref = base)
 PRIMARY = "base||ft"  # the direction the claims use (the other is printed beside it): KL(pi_0 || pi), sampled from pi_0
 # "full": the verb's; "notebook": notebook 12 part 2's; "tiny": the tests' (seconds, numbers meaningless). GRPO at
