@@ -38,6 +38,8 @@ def _run(name):
         return regimes.run_difficulty(ref, preset, seeds=SEEDS, size="tiny", references={"spread": ref}, progress=False)
     if name == "long_run":
         return regimes.run_long_run(_tiny_ref(), preset, seeds=SEEDS, steps=2, progress=False)
+    if name == "long_run_entropy":
+        return regimes.run_long_run_entropy(_tiny_ref(), preset, seeds=SEEDS, steps=4, progress=False)
     if name == "free_length":
         _, fit = regimes.free_length_setup(preset)
         own = _tiny_ref(fit.model.max_seq_len)
@@ -63,7 +65,7 @@ def _run(name):
 
 
 PINNED = ("offset", "reward_model", "difficulty", "long_run", "free_length", "thinking", "spurious_rewards",
-          "negative_samples", "razor", "policy_lag")  # fmt: skip
+          "negative_samples", "razor", "policy_lag", "long_run_entropy")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PINNED)

@@ -9,6 +9,7 @@ module each, its runner and its figure:
     reward_model  RL against a learned r_phi (grpo_edu.demos.reward_model): over-optimisation, what beta buys
     difficulty    easy and hard prompts (world="spread" vs the default): EV_max, tied groups, pass@k
     long_run      GRPO for many steps with and without clip-higher: does the entropy collapse (DAPO)?
+    long_run_entropy  the same long run with Clip-Cov and KL-Cov: does -Cov(log pi, A) predict each step's entropy change?
     free_length   filler tokens after the answer: the length is the policy's; Dr. GRPO's length bias
     thinking      a scratchpad that can make the answer right: R1-Zero's length curve, by difficulty
     spurious_rewards  a reward that ignores correctness (random, incorrect label): does it raise accuracy, via the clip?
@@ -37,6 +38,7 @@ from . import (
     difficulty,
     free_length,
     long_run,
+    long_run_entropy,
     negative_samples,
     offset,
     policy_lag,
@@ -48,6 +50,7 @@ from . import (
 from .difficulty import run_difficulty, run_mixed_digits
 from .free_length import free_length_setup, length_push, long_over_short, run_free_length, token_weight
 from .long_run import run_long_run
+from .long_run_entropy import run_long_run_entropy
 from .offset import affine_gap, run_offset, with_critic_warmup
 from .reward_model import KLMonitor, gao_claims, run_overoptimisation, run_reward_model
 from .thinking import run_thinking
@@ -86,6 +89,11 @@ TABLE = {
     "long_run": Regime(
         long_run.run_long_run, long_run.figure,
         "GRPO for 200 steps, symmetric clip (0.2) vs clip-higher (eps_high 0.28), the policy's entropy", "10 section 1",
+    ),
+    "long_run_entropy": Regime(
+        long_run_entropy.run_long_run_entropy, long_run_entropy.figure,
+        "GRPO for 200 steps: clip 0.2, clip-higher 0.28, Clip-Cov, KL-Cov (fractions 0.02); -Cov(log pi, A) "
+        "against each step's entropy change", "10 part 2",
     ),
     "free_length": Regime(
         free_length.run_free_length, free_length.figure,
@@ -228,6 +236,6 @@ __all__ = [
     "format_regimes", "plot_regime", "regime_figure",
     # each regime's runner and the helpers the notebooks and tests call
     "run_offset", "affine_gap", "with_critic_warmup", "run_reward_model", "run_overoptimisation", "KLMonitor",
-    "gao_claims", "run_difficulty", "run_mixed_digits", "run_long_run", "run_free_length", "free_length_setup",
+    "gao_claims", "run_difficulty", "run_mixed_digits", "run_long_run", "run_long_run_entropy", "run_free_length", "free_length_setup",
     "length_push", "long_over_short", "token_weight", "run_thinking",
 ]  # fmt: skip
