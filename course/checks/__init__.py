@@ -70,6 +70,7 @@ CONVERTED = (
     "12_what_rl_changes",
     "12_what_rl_changes_2_razor",
     "13_off_the_policy",
+    "14_distillation_and_loss_scale",
 )  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
