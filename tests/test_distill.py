@@ -190,7 +190,7 @@ def test_the_study_runs_tiny_and_its_control_moves_nothing(tmp_path, capsys):
     assert set(rec["runs"]) == set(study.CASES[case][2]) and len(list(tmp_path.glob("teacher-rl-*.pt"))) == 1
     for runs in rec["runs"].values():
         assert runs[0]["tokens"] > 0 and runs[0]["seconds"] > 0 and 0 <= runs[0]["acc_equal_time"] <= 1
-    assert res["control"]["all"] == res["control"]["reference"] == rec["reference"]["all"]
+    assert res["own_teacher"]["all"] == res["own_teacher"]["reference"] == rec["reference"]["all"]
     again = study.run(seeds=1, size="tiny", cases=[case], cache=tmp_path, progress=False)
     assert again["cases"][case]["teacher"] == rec["teacher"]  # the cached teacher, loaded
     text = study.report(res)
@@ -260,7 +260,7 @@ def test_the_stored_result_is_the_studys_own():
     res = study.stored()
     assert res["size"] == "full" and res["seeds"] == 3 and set(res["cases"]) == set(study.CASES)
     assert res["claims"] == study.verdicts(res) and len(res["claims"]) == len(study.COMPARISONS)
-    assert res["control"]["all"] == res["control"]["reference"]
+    assert res["own_teacher"]["all"] == res["own_teacher"]["reference"]
     for rec in res["cases"].values():
         for runs in rec["runs"].values():
             assert len(runs) == 3 and all(r["acc_equal_tokens"] in [a for _, a in r["evals_tokens"]] for r in runs)

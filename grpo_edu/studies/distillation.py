@@ -174,7 +174,7 @@ def at_time(evals, seconds: float) -> float:
 def run(preset="cpu", seeds=3, size="full", cases=None, cache=None, progress=True, references=None) -> dict:
     """Every case of `CASES` (or ``cases``) at seeds ``preset.seed + 0 .. seeds-1``, the teachers' and the
     references' accuracies, and the control; ``{"cases": {case: {"teacher", "reference", "runs": {arm: [..]}}},
-    "control": {...}, "claims": verdicts}``, each run's ``acc_equal_tokens`` at its seed's fewest generated
+    "own_teacher": {...}, "claims": verdicts}``, each run's ``acc_equal_tokens`` at its seed's fewest generated
     tokens and ``acc_equal_time`` at its fastest arm's training time. ``references``: ``{world: policy}`` in
     place of the worlds' SFT references (a test's tiny policies)."""
     from ..warmstart.presets import make_task, resolve_preset, setup_torch, with_world
@@ -209,8 +209,8 @@ def run(preset="cpu", seeds=3, size="full", cases=None, cache=None, progress=Tru
                 print(f"{case}, seed {s}: " + ", ".join(f"{a} {r['all']:.3f}" for a, r in runs.items()), flush=True)
         out["cases"][case] = rec
         if case == next(iter(cases or CASES)):  # the control, once: the student is its own teacher
-            out["control"] = run_arm(DISTILL, task, p, reference, copy.deepcopy(reference), p.seed, z)
-            out["control"]["reference"] = rec["reference"]["all"]
+            out["own_teacher"] = run_arm(DISTILL, task, p, reference, copy.deepcopy(reference), p.seed, z)
+            out["own_teacher"]["reference"] = rec["reference"]["all"]
     out["claims"] = verdicts(out)
     return out
 
@@ -253,8 +253,8 @@ def report(res: dict) -> str:
             lines.append(f"  {arm:30s} {spread(col['all'], '.3f'):24s} {mean['easy']:<8.3f} {mean['hard']:<8.3f} "
                          f"{mean['tokens']:8.0f} {mean['seconds']:8.1f}  {spread(col['acc_equal_tokens'], '.3f'):24s} "
                          f"{spread(col['acc_equal_time'], '.3f')}")  # fmt: skip
-    if "control" in res:
-        c = res["control"]
+    if "own_teacher" in res:
+        c = res["own_teacher"]
         lines += [
             "",
             f"control (the student its own teacher): held-out {c['all']:.3f}, the reference {c['reference']:.3f}",
