@@ -66,6 +66,7 @@ CONVERTED = (
     "08_easy_and_hard_prompts_2_credit",
     "09_thinking_that_pays",
     "10_long_runs_and_overoptimisation",
+    "10_long_runs_and_overoptimisation_2_entropy",
     "11_silent_bugs",
     "12_what_rl_changes",
     "12_what_rl_changes_2_razor",
