@@ -67,6 +67,7 @@ CONVERTED = (
     "09_thinking_that_pays",
     "10_long_runs_and_overoptimisation",
     "10_long_runs_and_overoptimisation_2_entropy",
+    "10_long_runs_and_overoptimisation_3_compute_law",
     "11_silent_bugs",
     "12_what_rl_changes",
     "12_what_rl_changes_2_razor",
