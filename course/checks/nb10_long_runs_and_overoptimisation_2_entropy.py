@@ -39,7 +39,7 @@ def clip_cov_gradient(ns):
     want[1, 0] = 0.0
     x = logp.clone().requires_grad_(True)
     Fn.clipped_surrogate_loss(x, logp, adv, mask=mask)[0].sum().backward()
-    return Measured("largest |gradient - the hand gradient|", (ns["x"].grad - want).abs().max(), "<", 1e-12,
+    return Measured("largest |gradient - the hand gradient|", (ns["leaf"].grad - want).abs().max(), "<", 1e-12,
                     (x.grad - want).abs().max())  # fmt: skip
 
 
@@ -66,7 +66,7 @@ def cov_predicts_each_step(ns):
     why="a control's spread, quoted in the lesson; not a claim",
 )
 def cov_predicts_each_step_shuffled(ns):
-    return [Measured(f"{k}: the same, the steps shuffled", ns["shuffled"][k]["pearson"]) for k in _runs(ns)]
+    return [Measured(f"{k}: the same, the steps shuffled", ns["shuffled"][k]["pearson"], "<", 0.2) for k in _runs(ns)]
 
 
 @printed(
@@ -76,7 +76,10 @@ def cov_predicts_each_step_shuffled(ns):
     "its shuffled control, is the asserted form of the claim",
 )
 def sign_agreement(ns):
-    return [Measured(f"{k}: share of steps with the sign of -Cov", ns["pred"][k]["sign_agreement"]) for k in _runs(ns)]
+    return [
+        Measured(f"{k}: share of steps with the sign of -Cov", ns["pred"][k]["sign_agreement"], ">", 0.5)
+        for k in _runs(ns)
+    ]
 
 
 @printed(
@@ -88,7 +91,7 @@ def summed_prediction(ns):
     p, steps = ns["pred"], ns["STEPS"]
     return [
         Measured(f"{k}: |predicted - measured| / |measured|, the last {steps - p[k]['fit_steps']} steps' summed change",
-                 abs(p[k]["summed_predicted"] - p[k]["summed_measured"]) / abs(p[k]["summed_measured"]))
+                 abs(p[k]["summed_predicted"] - p[k]["summed_measured"]) / abs(p[k]["summed_measured"]), "<", 0.5)
         for k in _runs(ns)
     ]  # fmt: skip
 
@@ -101,7 +104,9 @@ def summed_prediction(ns):
 def entropy_above_plain(ns):
     W, last, runs = ns["W"], ns["last"], _runs(ns)
     base = runs[0]
-    return [Measured(f"{k}: entropy of the last {W} steps minus {base}'s", last[k] - last[base]) for k in runs[1:]]
+    return [
+        Measured(f"{k}: entropy of the last {W} steps minus {base}'s", last[k] - last[base], ">", 0.0) for k in runs[1:]
+    ]
 
 
 @printed(
@@ -112,7 +117,7 @@ def entropy_above_plain(ns):
 def accuracy_against_plain(ns):
     final, runs = ns["final"], _runs(ns)
     base = runs[0]
-    return [Measured(f"{k}: final accuracy minus {base}'s", final[k] - final[base]) for k in runs[1:]]
+    return [Measured(f"{k}: final accuracy minus {base}'s", final[k] - final[base], ">", 0.0) for k in runs[1:]]
 
 
 @check(
