@@ -26,7 +26,7 @@ Measured: greedy held-out accuracy (500 problems), on the easy and the hard prom
 spread bound), the generated tokens, the training wall time, the accuracy at equal generated tokens (each
 arm's last evaluation within the fewest tokens any arm of its seed generated) and at equal wall time (within
 the fastest arm's time). The wall time is the compute here: it counts the teacher's forward pass over every
-student token (Thinking Machines compare FLOPs, the teacher's passes included). Verdicts
+student token (Thinking Machines count GPU hours, the teacher's passes included). Verdicts
 (`measure.verdicts`), paired per seed, margin 0.02; each can go either way (tests/regime_verdicts.json pins
 the tiny run's).
 
