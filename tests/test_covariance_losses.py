@@ -151,6 +151,7 @@ def test_entropy_prediction_by_hand():
     assert got["scale"] == pytest.approx(2.0) and got["fit_steps"] == 3
     assert got["summed_measured"] == pytest.approx(-4.0) and got["summed_predicted"] == pytest.approx(4.0)
     assert got["summed_sign"] == 0.0 and got["sign_agreement"] == pytest.approx(5 / 6)
+    assert got["summed_naive"] == pytest.approx(4.0)  # the first half's mean, (2 - 2 + 4) / 3, times 3 steps
     # a perfect predictor: dH = 0.5 (-Cov) -> r = 1, every sign, the sum exact
     perfect = entropy_prediction(cov, [-0.5 * c for c in cov])
     assert perfect["pearson"] == pytest.approx(1.0) and perfect["sign_agreement"] == 1.0

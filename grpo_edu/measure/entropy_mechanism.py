@@ -153,7 +153,8 @@ def entropy_prediction(covariance, entropy_change, fit: float = 0.5) -> dict:
     where either is 0 not counted). Summed: the theory's dH = -eta Cov has an unknown step eta (Adam, a
     network: no closed form), so ``scale`` c is fitted by least squares through 0, dH ~ c (-Cov), on the
     first ``fit`` share of the steps, and the rest's summed change predicted: ``summed_measured`` = sum dH,
-    ``summed_predicted`` = c sum(-Cov) over the rest; ``summed_sign`` 1.0 if they share a sign, else 0.0.
+    ``summed_predicted`` = c sum(-Cov) over the rest; ``summed_sign`` 1.0 if they share a sign, else 0.0;
+    ``summed_naive`` = the first part's mean dH times the rest's steps (its rate continued: what to beat).
     ``steps``: how many steps were scored."""
     cov, dh = np.asarray(covariance, dtype=float), np.asarray(entropy_change, dtype=float)
     if cov.shape != dh.shape or cov.ndim != 1:
@@ -169,8 +170,9 @@ def entropy_prediction(covariance, entropy_change, fit: float = 0.5) -> dict:
     n = max(2, int(len(x) * fit))
     scale = float(x[:n] @ dh[:n] / (x[:n] @ x[:n])) if (x[:n] @ x[:n]) > 0 else math.nan
     measured, predicted = float(dh[n:].sum()), float(scale * x[n:].sum())
+    naive = float(dh[:n].mean() * (len(x) - n))
     return {
         "steps": len(x), "pearson": pearson, "sign_agreement": agree, "scale": scale, "fit_steps": n,
         "summed_measured": measured, "summed_predicted": predicted,
-        "summed_sign": float(np.sign(measured) == np.sign(predicted)),
+        "summed_sign": float(np.sign(measured) == np.sign(predicted)), "summed_naive": naive,
     }  # fmt: skip
