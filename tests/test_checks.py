@@ -92,19 +92,54 @@ def test_draws_are_written_filed_and_summed_by_hand(tmp_path, monkeypatch):
     assert C.rebound("nb", "rises", "rise", 1.5) == 5  # a bound set from the spread, before any held-out draw
     assert C.calibration("nb", "rises", "rise")["sd_from_bound"] == pytest.approx((mean - math.log10(1.5)) / sd)
     C.rebound("nb", "rises", "rise", 1.3)
-    # a held-out draw that fails is filed as such, and a second draw of the same shift and kernel replaces it
+    # a held-out draw that fails is filed as such; a second draw of the same shift and kernel is refused,
+    # naming the flags to add, and replaces it only with a reason, logged with the failure it replaced
+    held = tmp_path / "draws" / "nb__shift21__native.json"
     for rise in (1.2, 1.5):
         monkeypatch.setenv(C.SHIFT_ENV, "21")
         try:
             C.run_checks("nb", {"rise": rise}, [_check(rises)], echo=lambda s: None)
         except AssertionError:
             pass
-        C.add_draws([tmp_path / "draws" / "nb__shift21__native.json"], "held-out")
+        if rise == 1.5:
+            with pytest.raises(ValueError, match='add --replace --why "'):
+                C.add_draws([held], "held-out")
+            with pytest.raises(ValueError, match="needs --why"):
+                C.add_draws([held], "held-out", replace=True)
+            assert [r["ok"] for r in C.held_out("nb", "rises")] == [False]  # nothing filed when refused
+            assert C.replaced() == []
+        C.add_draws([held], "held-out", replace=rise == 1.5, why="bound re-set" if rise == 1.5 else "")
         assert [r["ok"] for r in C.held_out("nb", "rises")] == [rise > 1.3]
+    [entry] = C.replaced()
+    assert (entry["notebook"], entry["shift"], entry["kernel"], entry["why"]) == ("nb", 21, "native", "bound re-set")
+    assert entry["old_failed"] == ["rises"] and entry["new_failed"] == []
+    assert "| nb | 21 native |" in C.table(["nb"]) and "rises; none | bound re-set |" in C.table(["nb"])
     with pytest.raises(ValueError, match="role"):
         C.add_draws([tmp_path / "draws"], "tuning")
     with pytest.raises(ValueError, match="held-out draws"):  # after a held-out draw a bound moved is a re-tune
         C.rebound("nb", "rises", "rise", 1.1)
+
+
+def test_the_command_refuses_a_second_held_out_draw_before_running_it(tmp_path, monkeypatch, capsys):
+    from course.checks import __main__ as cli
+
+    monkeypatch.setattr(C, "RECORDS", tmp_path / "records")
+    monkeypatch.setenv(C.RECORD_ENV, str(tmp_path / "draws"))
+    monkeypatch.setenv(C.SHIFT_ENV, "21")
+    monkeypatch.delenv(C.KERNEL_ENV, raising=False)
+    C.run_checks("nb", {}, [_check(lambda ns: C.Measured("x", 1.0, ">", 0.0))], echo=lambda s: None)
+    assert cli.main(["add", "--role", "held-out", str(tmp_path / "draws")]) == 0
+    assert cli.main(["add", "--role", "held-out", str(tmp_path / "draws")]) == 2
+    assert "nb shift 21 native" in capsys.readouterr().err
+
+    def executed(*args, **kwargs):
+        raise AssertionError("a refused draw executed a notebook")
+
+    monkeypatch.setattr(cli.subprocess, "run", executed)
+    assert cli.main(["draw", "--role", "held-out", "--runs", "21:native", "notebooks/nb.ipynb"]) == 2
+    assert '--replace --why "' in capsys.readouterr().err
+    assert cli.main(["draw", "--role", "held-out", "--runs", "21:native", "--replace", "nb.ipynb"]) == 2  # no why
+    assert C.replaced() == []
 
 
 # ------------------------------------------------------------------ the registry's records

@@ -75,6 +75,7 @@ CONVERTED = (
     "14_distillation_and_loss_scale",
 )  # the notebooks whose checks live here
 ROLES = ("calibration", "held-out")
+REPLACED = "held_out_replaced.jsonl"  # in RECORDS: one line per held-out draw replaced, appended, never rewritten
 MIN_SD = 3.0  # a bound's least distance from its calibration mean, in standard deviations
 
 
@@ -321,19 +322,78 @@ def records(notebook: str) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"notebook": notebook, "draws": []}
 
 
-def add_draws(paths: list[Path], role: str) -> list[str]:
+def held_out_draw(notebook: str, shift: int, kernel: str) -> dict | None:
+    """The held-out draw of ``notebook`` filed at ``shift`` and ``kernel``, or None."""
+    for x in records(notebook)["draws"]:
+        if x["role"] == "held-out" and (x["shift"], x["kernel"]) == (int(shift), kernel):
+            return x
+    return None
+
+
+REPLACE_HINT = 'add --replace --why "what changed since" to replace it (the replacement is logged)'
+
+
+def refuse_held_out(targets, replace: bool = False, why: str = "") -> None:
+    """Raise `ValueError` if any (notebook, shift, kernel) in ``targets`` has a held-out draw filed and
+    ``replace`` with a ``why`` was not given: a held-out draw is drawn once, so that a check re-tuned and
+    drawn again at the same held-out shift leaves a trace."""
+    taken = [(nb, s, k, old) for nb, s, k in targets if (old := held_out_draw(nb, s, k)) is not None]
+    if taken and not replace:
+        filed = "; ".join(
+            f"{nb} shift {s} {k} (filed {old.get('when', '?')}, {old.get('commit', '?')})" for nb, s, k, old in taken
+        )
+        raise ValueError(f"a held-out draw is filed once, and these are filed already: {filed}. {REPLACE_HINT}")
+    if replace and not why.strip():
+        raise ValueError('--replace needs --why "...": the reason goes into the log of replaced held-out draws')
+
+
+def _failed(d: dict) -> list[str]:
+    """The asserted checks a draw failed."""
+    return sorted(n for n, r in d["results"].items() if r.get("asserted", True) and not r.get("ok", True))
+
+
+def replaced() -> list[dict]:
+    """The log of replaced held-out draws (``records/held_out_replaced.jsonl``), oldest first."""
+    path = RECORDS / REPLACED
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def add_draws(paths: list[Path], role: str, replace: bool = False, why: str = "") -> list[str]:
     """File the draws written by check cells (files, or folders of them) under ``role``; a draw of
-    the same notebook, shift and kernel replaces the one before. Returns what was filed."""
+    the same notebook, shift and kernel replaces the one before, except a held-out draw: that one is
+    replaced only with ``replace`` and a ``why`` (`refuse_held_out`), and each such replacement is
+    appended to ``records/held_out_replaced.jsonl`` (the notebook, shift and kernel, the old and new
+    commits and dates, the asserted checks each failed, why), which the testing page shows. Nothing is
+    filed when one is refused. Returns what was filed."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     files = [f for p in map(Path, paths) for f in (sorted(p.glob("*.json")) if p.is_dir() else [p])]
     if not files:
         raise ValueError(f"no draw files in {[str(p) for p in paths]}")
+    draws = [json.loads(f.read_text()) | {"role": role} for f in files]
+    refuse_held_out([(d["notebook"], d["shift"], d["kernel"]) for d in draws], replace, why)
     filed = []
-    for f in files:
-        d = json.loads(f.read_text()) | {"role": role}
+    for d in draws:
         rec = records(d["notebook"])
         key = (d["shift"], d["kernel"])
+        old = held_out_draw(d["notebook"], *key)
+        if old is not None:
+            entry = {
+                "notebook": d["notebook"],
+                "shift": d["shift"],
+                "kernel": d["kernel"],
+                "old_commit": old.get("commit", "?"),
+                "old_when": old.get("when", "?"),
+                "old_failed": _failed(old),
+                "new_commit": d.get("commit", "?"),
+                "new_role": role,
+                "new_failed": _failed(d),
+                "why": " ".join(why.split()),
+                "when": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            }
+            RECORDS.mkdir(exist_ok=True)
+            with open(RECORDS / REPLACED, "a") as log:
+                log.write(json.dumps(entry) + "\n")
         rec["draws"] = [x for x in rec["draws"] if (x["shift"], x["kernel"]) != key] + [d]
         rec["draws"].sort(key=lambda x: (ROLES.index(x["role"]), x["shift"], x["kernel"]))
         RECORDS.mkdir(exist_ok=True)
@@ -540,9 +600,37 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def summary(notebooks=CONVERTED) -> str:
+    """The registry in one paragraph, counted from the checks and the records."""
+    checks = {nb: checks_of(nb) for nb in notebooks}
+    asserted = [(nb, c) for nb, cs in checks.items() for c in cs if c.asserted]
+    exact = sum(c.exact for _, c in asserted)
+    n_printed = sum(not c.asserted for cs in checks.values() for c in cs)
+    cals = {
+        (nb, c.name): [calibration(nb, c.name, m["quantity"]) for m in _latest(nb, c.name)]
+        for nb, c in asserted
+        if not c.exact
+    }
+    gaps = [cal["sd_from_bound"] for cs in cals.values() for cal in cs if cal["n"]]
+    uncalibrated = sum(not cs or any(cal["n"] == 0 for cal in cs) for cs in cals.values())
+    held = [d for nb in notebooks for d in records(nb)["draws"] if d["role"] == "held-out"]
+    names = {nb: {c.name for c in cs if c.asserted} for nb, cs in checks.items()}
+    failing = sorted({f"`{d['notebook']}.{n}`" for d in held for n in _failed(d) if n in names[d["notebook"]]})
+    kernels = sorted({d["kernel"] for d in held})
+    closest = f", the closest bound {min(gaps):.1f} sd from its calibration mean" if gaps else ""
+    return (
+        f"**The registry now:** {len(notebooks)} notebooks, {sum(len(cs) for cs in checks.values())} checks: "
+        f"{len(asserted)} asserted ({exact} exact, {len(asserted) - exact - uncalibrated} calibrated{closest}, "
+        f"{uncalibrated} not calibrated yet) and {n_printed} printed results. "
+        f"{len(held)} held-out draws of {len({d['notebook'] for d in held})} notebooks, on the kernels "
+        f"{', '.join(kernels) or 'none yet'}; "
+        + (f"asserted checks failing one: {', '.join(failing)}." if failing else "every asserted check passed each.")
+    )
+
+
 def table(notebooks=CONVERTED) -> str:
     """The registry as Markdown: one row per check, asserted ones first, then the printed results."""
-    lines = []
+    lines = [summary(notebooks), ""]
     for nb in notebooks:
         checks = checks_of(nb)
         lines += [
@@ -575,7 +663,32 @@ def table(notebooks=CONVERTED) -> str:
                 f"| `{c.name}` | {_cell(c.claim)} | {rule} | {ctrl} | {calib} | {_cell(_held_out_cell(nb, c))} |"
             )
         lines.append("")
+    lines += _replaced_table(notebooks)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _replaced_table(notebooks) -> list[str]:
+    """The log of replaced held-out draws, as the page shows it."""
+    rows = [e for e in replaced() if e["notebook"] in notebooks]
+    head = (
+        f"**Held-out draws replaced** (`course/checks/records/{REPLACED}`: a held-out draw is filed once; "
+        '`python -m course.checks add --role held-out --replace --why "..."` replaces one and appends it here)'
+    )
+    if not rows:
+        return [head, "", "None so far.", ""]
+    out = [
+        head,
+        "",
+        "| date | notebook | shift, kernel | commit before, after | asserted checks failed before, after | why |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in rows:
+        failed = f"{', '.join(e['old_failed']) or 'none'}; {', '.join(e['new_failed']) or 'none'}"
+        out.append(
+            f"| {e['when']} | {e['notebook']} | {e['shift']} {e['kernel']} | {e['old_commit']}, {e['new_commit']} "
+            f"| {_cell(failed)} | {_cell(e['why'])} |"
+        )
+    return out + [""]
 
 
 BEGIN, END = "<!-- BEGIN checks registry -->", "<!-- END checks registry -->"

@@ -9,6 +9,9 @@
   cache, and file the draws its check cell writes;
 - ``add --role calibration|held-out PATH ...``: file draws written elsewhere (a folder that
   ``$GRPO_EDU_CHECKS_RECORD`` named during ``grpo-edu check-notebooks``, say);
+- ``--replace --why "..."`` (``draw`` and ``add``): a held-out draw is filed once; replacing one at the
+  same notebook, shift and kernel is refused without these, and logged with them
+  (``records/held_out_replaced.jsonl``, shown on the testing page);
 - ``rebound NOTEBOOK CHECK QUANTITY BOUND``: set a bound from the calibration's spread, in the records
   (then write the same number in the check's code); refused once the check has a held-out draw.
 """
@@ -52,7 +55,10 @@ def _stats(notebooks) -> str:
     return "\n".join(lines)
 
 
-def _draw(notebooks, runs, role: str, timeout: int) -> int:
+def _draw(notebooks, runs, role: str, timeout: int, replace: bool = False, why: str = "") -> int:
+    pairs = [run.split(":") for run in runs.split(",")]
+    # refused before anything is executed, not after minutes of it
+    C.refuse_held_out([(Path(nb).stem, int(s), k) for nb in notebooks for s, k in pairs], replace, why)
     status = 0
     for run in runs.split(","):
         shift, kernel = run.split(":")
@@ -69,7 +75,7 @@ def _draw(notebooks, runs, role: str, timeout: int) -> int:
                 print(f"shift {shift} {kernel} {Path(nb).name}: nbconvert exit {r.returncode}", flush=True)
                 status |= r.returncode
             if Path(f"{tmp}/draws").exists():
-                print("\n".join(C.add_draws([Path(f"{tmp}/draws")], role)), flush=True)
+                print("\n".join(C.add_draws([Path(f"{tmp}/draws")], role, replace, why)), flush=True)
             else:
                 print(f"shift {shift} {kernel}: no draw written (did the check cell run?)", flush=True)
                 status = 1
@@ -91,6 +97,9 @@ def main(argv=None) -> int:
     a = sub.add_parser("add", help="file draws written by check cells")
     a.add_argument("--role", choices=C.ROLES, required=True)
     a.add_argument("paths", nargs="+", type=Path)
+    for p in (d, a):
+        p.add_argument("--replace", action="store_true", help="replace a held-out draw already filed (needs --why)")
+        p.add_argument("--why", default="", help="why a held-out draw is replaced (logged; the testing page shows it)")
     r = sub.add_parser("rebound", help="set a bound in the calibration draws (before any held-out draw)")
     r.add_argument("notebook")
     r.add_argument("check")
@@ -106,12 +115,20 @@ def main(argv=None) -> int:
     elif args.command == "stats":
         print(_stats(args.notebooks))
     elif args.command == "draw":
-        return _draw(args.notebooks, args.runs, args.role, args.timeout)
+        try:
+            return _draw(args.notebooks, args.runs, args.role, args.timeout, args.replace, args.why)
+        except ValueError as err:
+            print(f"python -m course.checks draw: {err}", file=sys.stderr)
+            return 2
     elif args.command == "rebound":
         n = C.rebound(args.notebook, args.check, args.quantity, args.bound)
         print(f"{args.notebook}.{args.check} {args.quantity!r}: bound {args.bound:g} in {n} draws")
     elif args.command == "add":
-        print("\n".join(C.add_draws(args.paths, args.role)))
+        try:
+            print("\n".join(C.add_draws(args.paths, args.role, args.replace, args.why)))
+        except ValueError as err:
+            print(f"python -m course.checks add: {err}", file=sys.stderr)
+            return 2
     return 0
 
 
