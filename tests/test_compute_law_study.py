@@ -120,3 +120,15 @@ def test_verdicts_are_pinned(tmp_path, monkeypatch):
     assert [c for c, _ in got] == [c for c, _ in pins["compute_law"]], "the claims changed (re-pin with the reason)"
     flips = [f"{c!r}: pinned [{p}], now [{v}]" for (c, v), (_, p) in zip(got, pins["compute_law"]) if v != p]
     assert not flips, "verdicts flipped:\n" + "\n".join(flips)
+
+
+def test_the_stored_study_is_what_its_fits_say():
+    """course/data/compute_law.json (``python -m grpo_edu.studies.compute_law``): its fits are those of its runs,
+    its verdicts those of its fits, every knob on the same seeds as the default."""
+    res = cl.load()
+    assert set(res["fits"]) == set(cl.ARMS) and res["config"]["seeds"] == [r["seed"] for r in res["runs"]["default"]]
+    for arm, runs in res["runs"].items():
+        assert [r["seed"] for r in runs] == res["config"]["seeds"]
+        assert res["fits"][arm][0] == cl.fit_run(runs[0])
+        assert res["predictions"][arm][0] == cl.fit_run(runs[0], res["config"]["fit_share"])
+    assert res["claims"] == cl.claims_of(res["fits"], res["predictions"])
