@@ -64,6 +64,7 @@ def test_studies_table_lists_every_study():
 
 
 STUDY_COMMANDS = [
+    "compute_law",
     "credit_pays",
     "distillation",
     "gap_ablation",

@@ -12,6 +12,7 @@ from __future__ import annotations
 STUDIES = {  # module -> what it measures (who runs it); tests/test_package_maps.py checks the table is whole
     "ablation": "which settings of the reference make RL fast or slow (grpo-edu ablate)",
     "bench": "generation speed, step time, passes and memory per algorithm (grpo-edu bench)",
+    "compute_law": "ScaleRL's compute law per knob and seed: A, B, C_mid and the early fit's prediction (notebook 10 part 3)",
     "credit_pays": "where a critic's per-token credit pays, in three worlds (notebook 08 part 2)",
     "distillation": "on-policy distillation against SFT on a teacher's answers and GRPO, at equal tokens (issue 50)",
     "gap_ablation": "why PPO leads GRPO per sampled answer in the default world, one switch at a time",
