@@ -30,7 +30,7 @@ difference, signed as its mean, above ``A_MARGIN`` on every seed; at or below ``
 fails here), "it moves B", "it moves C_mid" (the same on log ratios), and "the law fitted on the first part
 predicts the rest better than staying put".
 
-    python -m grpo_edu.studies.compute_law                    # the study the notebook loads (~25 CPU minutes)
+    python -m grpo_edu.studies.compute_law                    # the study the notebook loads (12 min, 1 thread)
     python -m grpo_edu.studies.compute_law --steps 40 --seeds 0 --arms default,"beta 0" --out /tmp/x.json
 """
 
