@@ -283,7 +283,7 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
         "policy_lag",
         "max_staleness (AsyncGRPOTrainer)",
         "rollouts sampled by the weights k optimizer updates behind, a fixed k; TRL's async trainer bounds a "
-        "varying lag (AReaL max_head_offpolicyness, tinker sampling_steps_ahead); GRPOTrainer: 0",
+        "varying lag (AReaL max_head_offpolicyness, tinker max_steps_off_policy); GRPOTrainer: 0",
         _off_policy,
     ),
     (
