@@ -216,7 +216,9 @@ def generate(
         logps.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1) * (~done).float())
         tokens.append(nxt)
         done = done | (nxt == eos_id)
-        seq, step_input = torch.cat([seq, nxt[:, None]], dim=1), nxt[:, None]
+        step_input = nxt[:, None]
+        if not use_cache:  # the whole prefix, recomputed next step
+            seq = torch.cat([seq, step_input], dim=1)
         if bool(done.all()):
             break
     model.train(was_training)

@@ -202,7 +202,7 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
             optimizer.step()
             if algorithm.scheduler is not None:  # warmup_steps > 0
                 algorithm.scheduler.step()
-            grad_norms.append(float(grad_norm))
+            grad_norms.append(grad_norm.detach())  # a tensor: read once, after the loop (no sync per step)
             if algorithm.critic is not None:  # the critic's own step, after the policy's
                 stats["value_loss"] = algorithm.critic.step(
                     rollout.select(idx), batch.returns[idx], batch.mask[idx], batch.old_values[idx]
@@ -210,6 +210,7 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
             for k, v in stats.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
     policy.eval()  # pi_old <- pi_theta: the next rollout samples from the updated policy
+    grad_norms = torch.stack(grad_norms).tolist()  # the norms as floats, in one read
     out = {k: v / len(grad_norms) for k, v in sums.items()}
     out.update(batch.stats)
     out["grad_norm"] = sum(grad_norms) / len(grad_norms)
