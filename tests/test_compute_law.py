@@ -1,6 +1,7 @@
 """ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B): by hand, recovered from exact points (a property),
 from noisy ones within a stated tolerance over seeds, fitted on the first part of a run it predicts the rest
-better than "it stays where it is" once the fitted part passes C_mid (and not always before it), bad input."""
+better than "it stays where it is" once the fitted part passes C_mid (and not always before it), A held in
+its bounds (the best fit there), bad input."""
 
 import math
 
@@ -91,7 +92,33 @@ def test_noisy_fit_before_the_midpoint_can_lose_to_staying_put():
     assert min(ratios) < 1 < max(ratios)
 
 
+def test_bounded_ceiling_is_the_best_fit_on_its_bound():
+    # points of a law whose ceiling is 1.3, seen only before it bends over (C <= C_mid): free, the fit finds
+    # 1.3 back (the control); bounded to [R0, 1] it puts A on 1 and refits B, C_mid there, better than keeping
+    # the true B, C_mid with A = 1, and no worse than any (B, C_mid) on a grid with A = 1
+    c = np.geomspace(1.0, 40.0, 20)
+    y = compute_law(c, 0.1, 1.3, 1.3, 40.0)
+    assert fit_compute_law(c, y, r0=0.1).a == pytest.approx(1.3, rel=1e-3)
+    fit = fit_compute_law(c, y, r0=0.1, a_bounds=(0.1, 1.0))
+    assert fit.a == 1.0 and fit.rmse > 1e-4
+
+    def rmse(b, c_mid):
+        return float(np.sqrt(np.mean((compute_law(c, 0.1, 1.0, b, c_mid) - y) ** 2)))
+
+    assert fit.rmse < rmse(1.3, 40.0) / 2
+    grid = min(rmse(b, m) for b in np.geomspace(0.5, 3.0, 15) for m in np.geomspace(5.0, 200.0, 15))
+    assert fit.rmse <= grid + 1e-12
+    # inside its bounds, the bound changes nothing (exact points of A = 0.8)
+    inside = fit_compute_law(C, Y, r0=0.1, a_bounds=(0.1, 1.0))
+    assert inside.a == pytest.approx(0.8, rel=1e-6) and inside.rmse < 1e-9
+    # R0 fitted too: A still held, R0 near its value
+    free_r0 = fit_compute_law(c, y, a_bounds=(0.0, 1.0))
+    assert free_r0.a == 1.0 and abs(free_r0.r0 - 0.1) < 0.05
+
+
 def test_bad_input_is_a_value_error():
+    with pytest.raises(ValueError, match="a_bounds must be"):
+        fit_compute_law(C, Y, a_bounds=(1.0, 0.5))
     with pytest.raises(ValueError, match="at least 5 points"):
         fit_compute_law(C[:4], Y[:4])
     with pytest.raises(ValueError, match="at least 4 points"):

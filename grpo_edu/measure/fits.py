@@ -27,7 +27,8 @@ spent follows
 with A the ceiling (C -> infinity), R0 the start, B the steepness and C_mid the compute at which half of
 the gain A - R0 is reached. Fitted on the early part of a run it predicts the rest; most design choices
 moved B and C_mid, few moved A. `fit_compute_law` is least squares over (R0, A, B, C_mid), or over
-(A, B, C_mid) with R0 given.
+(A, B, C_mid) with R0 given; ``a_bounds`` keeps A in a range (for a pass rate, [R0, 1], as ScaleRL's fits do:
+a ceiling above 1 is no pass rate, and a free A runs off to it when a run ends before its curve bends over).
 """
 
 from __future__ import annotations
@@ -266,16 +267,47 @@ def _linear_part(x: np.ndarray, y: np.ndarray, b: float, m: float, r0: float | N
     return float(a), float(r0_)
 
 
-def fit_compute_law(compute, reward, r0: float | None = None) -> ComputeLawFit:
+def _levenberg_marquardt(x, y, theta, sse, r0, free, lo, hi):
+    """Levenberg-Marquardt on the ``free`` coordinates of theta, A (theta[0]) projected into [lo, hi]."""
+    theta, lam = theta.copy(), 1e-3
+    for _ in range(500):
+        pred, jac = _law_parts(x, theta, r0)
+        jac = jac[:, free]
+        jtj, jtr = jac.T @ jac, jac.T @ (y - pred)
+        step = np.zeros_like(theta)
+        step[free] = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), jtr)
+        trial = theta + step
+        trial[0] = min(max(trial[0], lo), hi)
+        trial_sse = float(np.sum((y - _law_parts(x, trial, r0)[0]) ** 2))
+        if trial_sse < sse:
+            done = sse - trial_sse <= 1e-15 * max(sse, 1e-300) or np.abs(trial - theta).max() < 1e-12
+            theta, sse, lam = trial, trial_sse, max(lam / 10, 1e-12)
+            if done:
+                break
+        else:
+            lam *= 10
+            if lam > 1e12:
+                break
+    return theta, sse
+
+
+def fit_compute_law(
+    compute, reward, r0: float | None = None, a_bounds: tuple[float, float] | None = None
+) -> ComputeLawFit:
     """Least squares of ``reward`` on R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (Khatri et al. 2025).
 
     ``compute``: the compute spent at each point (> 0: GPU-hours, tokens, steps), ``reward``: the reward
-    measured there; ``r0``: the start, given (e.g. the reference's reward) or None to fit it too. At least
+    measured there; ``r0``: the start, given (e.g. the reference's reward) or None to fit it too;
+    ``a_bounds``: (lowest, highest) A allowed, e.g. (R0, 1) for a pass rate; None: A is free. At least
     one point more than the parameters (5 with R0 fitted, 4 without), at 3 computes or more.
 
-    Deterministic: a grid over (B, C_mid) with (A, R0) solved exactly at each node, then Levenberg-Marquardt
-    from the best node in (A, log B, log C_mid[, R0])."""
+    Deterministic: a grid over (B, C_mid) with (A, R0) solved exactly at each node (A clipped into its
+    bounds), then Levenberg-Marquardt from the best node in (A, log B, log C_mid[, R0]); if A ends on a
+    bound, the other parameters are fitted again with A held there."""
     c, y = _vectors(compute, reward, ("compute", "reward"), 4 if r0 is not None else 5)
+    lo, hi = (-math.inf, math.inf) if a_bounds is None else (float(a_bounds[0]), float(a_bounds[1]))
+    if not lo <= hi or math.isnan(lo) or math.isnan(hi):
+        raise ValueError(f"a_bounds must be (lowest, highest) with lowest <= highest, got {a_bounds}")
     x = np.log(_positive(c))
     if len(np.unique(x)) < 3:
         raise ValueError("fit_compute_law needs points at 3 different computes or more")
@@ -284,27 +316,20 @@ def fit_compute_law(compute, reward, r0: float | None = None) -> ComputeLawFit:
     for b in np.geomspace(0.05, 20.0, 25):
         for m in np.linspace(x.min() - span, x.max() + 2 * span, 61):
             a, r0_ = _linear_part(x, y, float(b), float(m), r0)
+            if not lo <= a <= hi:  # the SSE is a convex quadratic in A: its best A in the bounds is the clipped one
+                a = min(max(a, lo), hi)
+                if r0 is None:
+                    s = _sigmoid(float(b) * (m - x))
+                    r0_ = float(np.dot(1 - s, y - a * s) / max(np.dot(1 - s, 1 - s), 1e-300))
             sse = float(np.sum((compute_law(c, r0_, a, float(b), math.exp(m)) - y) ** 2))
             if best is None or sse < best[0]:
                 best = (sse, np.array([a, math.log(b), m] + ([r0_] if r0 is None else [])))
     sse, theta = best
-    lam = 1e-3
-    for _ in range(500):
-        pred, jac = _law_parts(x, theta, r0)
-        res = y - pred
-        jtj, jtr = jac.T @ jac, jac.T @ res
-        step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-12), jtr)
-        trial = theta + step
-        trial_sse = float(np.sum((y - _law_parts(x, trial, r0)[0]) ** 2))
-        if trial_sse < sse:
-            done = sse - trial_sse <= 1e-15 * max(sse, 1e-300) or np.abs(step).max() < 1e-12
-            theta, sse, lam = trial, trial_sse, max(lam / 10, 1e-12)
-            if done:
-                break
-        else:
-            lam *= 10
-            if lam > 1e12:
-                break
+    free = np.ones(len(theta), dtype=bool)
+    theta, sse = _levenberg_marquardt(x, y, theta, sse, r0, free, lo, hi)
+    if theta[0] in (lo, hi):  # on a bound: the rest fitted with A held there
+        free[0] = False
+        theta, sse = _levenberg_marquardt(x, y, theta, sse, r0, free, lo, hi)
     a, log_b, m = (float(t) for t in theta[:3])
     r0_ = float(theta[3]) if r0 is None else float(r0)
     return ComputeLawFit(a, math.exp(log_b), math.exp(m), r0_, r0 is None, len(c), math.sqrt(sse / len(c)))

@@ -21,7 +21,9 @@ Here, per arm (the default GRPO and one knob changed) and seed, GRPO from the ca
   same update in every arm and the FLOPs would rescale C by a common factor (moving every C_mid alike);
   tokens are what changes between arms (dynamic sampling's extra generations; the answers' lengths).
 - R0: the reference's pass rate at step 0 (given, not fitted); A, B, C_mid fitted on the evaluations after
-  step 0 (the whole run for the knobs' effects, the first ``fit_share`` of its compute for the prediction).
+  step 0 (the whole run for the knobs' effects, the first ``fit_share`` of its compute for the prediction),
+  A held in [R0, 1] (``A_BOUNDS``: a pass rate's ceiling; a free A ran to 1.04 on a whole run and 1.52 on a
+  first half whose curve had not bent over).
 - the naive prediction: "it stays where it is", the mean R of the last 3 fitted evaluations for every later
   one; each run's prediction error (mean absolute) against it.
 
@@ -32,6 +34,7 @@ predicts the rest better than staying put".
 
     python -m grpo_edu.studies.compute_law                    # the study the notebook loads (12 min, 1 thread)
     python -m grpo_edu.studies.compute_law --steps 40 --seeds 0 --arms default,"beta 0" --out /tmp/x.json
+    python -m grpo_edu.studies.compute_law --refit                 # the stored runs fitted again (seconds)
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ ARMS = {
 A_MARGIN, A_NULL = 0.02, 0.01  # ScaleRL's error margin on A over independent runs is about 0.02
 LOG_MARGIN, LOG_NULL = math.log(1.25), math.log(1.1)  # B, C_mid: moved by 25%, or by at most 10%
 NAIVE_LAST = 3  # "it stays where it is": the mean of the last 3 fitted evaluations
+A_BOUNDS = "[R0, 1]"  # the fitted ceiling of a pass rate: from its start to 1
 
 
 def _sampled_pass_rate(policy, task, seed: int) -> float:
@@ -105,7 +109,7 @@ def fit_run(run: dict, share: float = 1.0) -> dict:
     if len(c) < 5 or c[0] != 0:
         raise ValueError("a run needs its step-0 evaluation and at least 4 more")
     first = (c > 0) & (c <= share * c[-1] + 1e-9)
-    fit = fit_compute_law(c[first], r[first], r0=float(r[0]))
+    fit = fit_compute_law(c[first], r[first], r0=float(r[0]), a_bounds=(float(r[0]), 1.0))
     res = {"a": fit.a, "b": fit.b, "c_mid": fit.c_mid, "r0": fit.r0, "rmse": fit.rmse, "n": fit.n}
     if share < 1:
         later = c > share * c[-1] + 1e-9
@@ -192,10 +196,20 @@ def run_compute_law(reference, preset="cpu", arms=None, seeds=(0, 1, 2), steps=2
                 on_run(runs)
     b.close()
     config = {"preset": preset.name, "seeds": list(seeds), "steps": steps, "eval_every": eval_every,
-              "fit_share": fit_share, "sequences_per_step": preset.sequences_per_step,
+              "fit_share": fit_share, "a_bounds": A_BOUNDS, "sequences_per_step": preset.sequences_per_step,
               "arms": {a: dict(c) for a, c in arms.items()}, "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     return {"config": config, "runs": runs, "fits": fits, "predictions": predictions,
             "claims": claims_of(fits, predictions)}  # fmt: skip
+
+
+def refit(res: dict) -> dict:
+    """The stored study with its fits, predictions and claims computed again from its runs (e.g. after a
+    change of the fit): no run is trained again."""
+    runs, share = res["runs"], res["config"]["fit_share"]
+    fits = {a: [fit_run(r) for r in rs] for a, rs in runs.items()}
+    predictions = {a: [fit_run(r, share) for r in rs] for a, rs in runs.items()}
+    config = {**res["config"], "a_bounds": A_BOUNDS}
+    return {**res, "config": config, "fits": fits, "predictions": predictions, "claims": claims_of(fits, predictions)}
 
 
 def table(res: dict) -> list[dict]:
@@ -242,7 +256,15 @@ def main(argv=None) -> int:
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated arms, of: {', '.join(ARMS)}")
     p.add_argument("--fit-share", type=float, default=0.5, help="share of a run's compute fitted (default 0.5)")
     p.add_argument("--out", default=str(RESULT), help="where the JSON result goes (default: the stored one)")
+    p.add_argument("--refit", action="store_true", help="fit the stored runs again (no training) and write --out")
     args = p.parse_args(argv)
+    if args.refit:
+        res = refit(load())
+        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+        print(format_table(res))
+        for c in res["claims"]:
+            print(f"[{c['verdict']:>10s}] {c['claim']}\n             {c['measurement']}")
+        return 0
     names = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in names if a not in ARMS]
     if unknown:
