@@ -1,25 +1,34 @@
-"""The policy-lag regime: the papers' headline claims about a stale sampler, tested at toy scale (notebook 13).
+"""The policy-lag regime: the papers' claims about a stale sampler, and the course's own questions, tested at toy
+scale (notebook 13).
 
 GRPO with its sampler k optimizer updates behind the learner (`grpo_edu.studies.policy_lag`: one run per
 lag x ``off_policy_correction`` x seed, from one reference, for the same steps) gives, per run, its greedy
-held-out accuracy every few steps. Each paper's claim is stated as the paper makes it, scoped to what is
-measured here, and tested by the one two-sided rule (`grpo_edu.measure.verdicts`), per seed (the same seed
-trains both runs of a pair):
+held-out accuracy every few steps. Most claims compare the mean of a run's held-out accuracies over its
+evaluations (the area under its learning curve, per optimizer update), by the one two-sided rule
+(`grpo_edu.measure.verdicts`), per seed (the same seed trains both runs of a pair). Each paper's claim is
+stated as the paper makes it, scoped to what is measured here; a question no paper asks is labelled the
+course's:
 
-- PipelineRL (Piché et al. 2025): with in-flight weight updates the lag stays small, and a small lag costs
-  little per update against on-policy learning: the mean held-out accuracy over the run's evaluations (the
-  area under its learning curve, per optimizer update) with the sampler ``small`` updates behind, against lag 0;
-- plain GRPO (``"none"``: the loss built as if the learner had sampled) collapses at the largest lag: ends
-  below its start;
-- AReaL (Fu et al. 2025): PPO's clip measured against the sampler (``"ppo_clip"``) degrades as the lag
-  grows, and the decoupled objective (the clip against pi_prox, times pi_prox / pi_behav) keeps learning at
-  the lags where it degrades: ``"decoupled"`` above ``"ppo_clip"`` at lags ``mid`` and ``large``;
-- M2PO (Zheng et al. 2025): trains with data 256 updates stale and matches on-policy: its final accuracy
-  at lag ``large`` within 0.02 of plain GRPO's without a lag;
+- PipelineRL (Piché et al. 2025) claims about 2x faster learning in wall-clock time, its in-flight weight
+  updates keeping the data nearly on-policy; its loss is REINFORCE with truncated importance weights. Measured
+  per update: with the lag small (``small``) and truncated IS (``"tis"``, the nearest correction here), the
+  curve mean within 0.02 of lag 0's. The course's question beside it: does ignoring the same lag (``"none"``)
+  cost little?
+- AReaL (Fu et al. 2025): PPO's clip measured against the sampler (``"ppo_clip"``) degrades as staleness grows,
+  and with the decoupled objective (the clip against pi_prox, times pi_prox / pi_behav) stale data costs little
+  against synchronous training: ``"ppo_clip"`` below lag 0 at lag ``mid``; ``"decoupled"`` within 0.02 of
+  lag 0 at lags ``mid`` and ``large``.
+- M2PO (Zheng et al. 2025): standard GRPO (its ratio against the sampler: ``"ppo_clip"``) degrades with data
+  256 updates stale, and M2PO matches on-policy with it: ``"m2po"`` at lag ``large`` within 0.02 of lag 0.
+  Here the sampler is 256 behind only for the updates after the first 256 (the ring fills from the
+  reference), which the claim's label says.
 - IcePop (two-sided masking of pi_prox / pi_behav outside [0.5, 5]) and truncated IS (that weight capped at
-  3; Yao et al. 2025): each learns faster than ignoring the lag at lag ``large``;
-- where plain GRPO breaks: per seed, the smallest lag of the grid at which its run never reads ``target``
-  (90%) held-out greedy accuracy in its steps, and, per correction, whether it moves that lag up the grid.
+  3; Yao et al. 2025) were made for two engines' mismatch on the same weights, not for a lag: whether they
+  learn faster than ignoring the lag at lag ``large`` is the course's question.
+- where plain GRPO falls short (the course's question): per seed, the smallest lag of the grid at which its
+  run's best evaluation stays more than two binomial standard errors below ``target`` (90%; on 500 problems
+  0.027), and, per correction, whether it moves that lag up the grid. A best reading within two standard
+  errors of 90% is not counted as short.
 
 `claims(res)` computes them from a `policy_lag.run` result (so a stored study's verdicts are recomputed
 from its rows); `run_policy_lag` runs the study and adds them.
@@ -36,6 +45,7 @@ from .common import claim, rule, spread, verdict
 SMALL, MID, LARGE = 8, 32, 256  # a pipeline at max_staleness 2 (GRPO steps of 4 updates); AReaL's range; M2PO's
 LAGS = (0, SMALL, MID, 64, 128, LARGE)
 TARGET = 0.9
+EVAL_SIZE = 500  # problems per held-out evaluation (the cpu preset's Task.eval_size); a result may carry its own
 MOVERS = ("ppo_clip", "decoupled", "icepop", "tis", "m2po")  # the corrections that may move plain GRPO's break
 
 
@@ -54,6 +64,17 @@ def reach(row: dict, target: float = TARGET):
     return next((u for u, a in zip(row["updates"], row["accuracy"], strict=True) if a >= target), None)
 
 
+def margin(target: float = TARGET, n: int = EVAL_SIZE) -> float:
+    """Two binomial standard errors of one evaluation of ``n`` problems at accuracy ``target``."""
+    return 2.0 * float(np.sqrt(target * (1.0 - target) / n))
+
+
+def short(row: dict, target: float = TARGET, n: int = EVAL_SIZE) -> bool:
+    """Whether ``row``'s best evaluation stays more than `margin` below ``target``: short of it beyond one
+    evaluation's noise (a best reading within the margin is not short)."""
+    return max(row["accuracy"]) < target - margin(target, n)
+
+
 def mean_accuracy(row: dict) -> float:
     """The mean of the run's held-out accuracies over its evaluations (start included): its learning curve's
     area per update, the same schedule for every run."""
@@ -70,11 +91,12 @@ def per_seed(res: dict, lag: int, correction: str, fn) -> list:
 
 
 def breaking_lag(res: dict, correction: str, seed: int, target: float = TARGET):
-    """The smallest lag of the result's grid at which ``correction``'s run of ``seed`` never reads ``target``;
-    None: it reads it at every lag."""
+    """The smallest lag of the result's grid at which ``correction``'s run of ``seed`` falls `short` of
+    ``target``; None: short at no lag."""
+    n = res.get("eval_size", EVAL_SIZE)
     for lag in sorted({r["lag"] for r in res["rows"]}):
         row = _row(res, lag, correction, seed)
-        if row is not None and reach(row, target) is None:
+        if row is not None and short(row, target, n):
             return lag
     return None
 
@@ -111,23 +133,23 @@ def claims(res: dict, small: int = SMALL, mid: int = MID, large: int = LARGE, ta
     def final(lag, c):
         return per_seed(res, lag, c, lambda r: r["final"])
 
-    start = per_seed(res, 0, "none", lambda r: r["start"])
-    on = acc(0, "none")
+    on, fin0 = acc(0, "none"), final(0, "none")
+    near = rule(-0.02, -0.05, "lag minus lag 0", n)
     out = []
-    e = _diff(acc(small, "none"), on)
+    e = _diff(acc(small, "tis"), on)
     out.append(claim(
-        f"PipelineRL: a small lag costs little per update against on-policy (plain GRPO, the sampler {small} updates "
-        "behind)",
-        f"{area}: lag {small} {_sp(acc(small, 'none'))} vs lag 0 {_sp(on)} "
-        f"({rule(-0.02, -0.05, 'lag minus lag 0', n)})",
+        f"PipelineRL: with a small lag and truncated importance weights (its loss's correction; here tis), learning "
+        f"per update stays near on-policy (the sampler {small} updates behind)",
+        f"{area}: tis at lag {small} {_sp(acc(small, 'tis'))} vs lag 0 {_sp(on)} ({near})",
         verdict(e, -0.02, -0.05),
     ))  # fmt: skip
-    e = _diff(start, final(large, "none"))
+    e = _diff(acc(small, "none"), on)
     out.append(claim(
-        f"plain GRPO collapses with the sampler {large} updates behind (ends below its start)",
-        f"final accuracy at lag {large} {_sp(final(large, 'none'))} vs start {_sp(start)} "
-        f"({rule(0.0, 0.0, 'start minus final', n)})",
-        verdict(e),
+        f"the course's question: ignoring a small lag (none, the sampler {small} updates behind) costs little per "
+        "update",
+        f"{area}: lag {small} {_sp(acc(small, 'none'))} vs lag 0 {_sp(on)} ({near}); final accuracy: lag {small} "
+        f"{_sp(final(small, 'none'))} vs lag 0 {_sp(fin0)}",
+        verdict(e, -0.02, -0.05),
     ))  # fmt: skip
     e = _diff(on, acc(mid, "ppo_clip"))
     out.append(claim(
@@ -137,24 +159,38 @@ def claims(res: dict, small: int = SMALL, mid: int = MID, large: int = LARGE, ta
         verdict(e, 0.02, 0.0),
     ))  # fmt: skip
     for lag in (mid, large):
-        e = _diff(acc(lag, "decoupled"), acc(lag, "ppo_clip"))
+        e = _diff(acc(lag, "decoupled"), on)
         out.append(claim(
-            f"AReaL: the decoupled objective keeps learning where the clip against the sampler degrades (lag {lag})",
-            f"{area} at lag {lag}: decoupled {_sp(acc(lag, 'decoupled'))} vs ppo_clip "
-            f"{_sp(acc(lag, 'ppo_clip'))} ({rule(0.01, 0.0, 'decoupled minus ppo_clip', n)})",
-            verdict(e, 0.01, 0.0),
+            f"AReaL: with the decoupled objective, data {lag} updates stale costs little against on-policy",
+            f"{area}: decoupled at lag {lag} {_sp(acc(lag, 'decoupled'))} vs lag 0 {_sp(on)} ({near}); at the "
+            f"same lag ppo_clip {_sp(acc(lag, 'ppo_clip'))}, none {_sp(acc(lag, 'none'))}",
+            verdict(e, -0.02, -0.05),
         ))  # fmt: skip
-    e = _diff(final(large, "m2po"), final(0, "none"))
+    stale = (
+        f"here the last {updates - large} of {updates} updates"
+        if updates > large
+        else f"here none of the {updates} updates"
+    )
+    e = _diff(on, acc(large, "ppo_clip"))
     out.append(claim(
-        f"M2PO: trains with data {large} updates stale and matches on-policy (final accuracy within 0.02)",
-        f"final accuracy: m2po at lag {large} {_sp(final(large, 'm2po'))} vs plain GRPO at lag 0 "
-        f"{_sp(final(0, 'none'))} ({rule(-0.02, -0.05, 'm2po minus lag 0', n)})",
+        f"M2PO: standard GRPO (its ratio against the sampler: ppo_clip) degrades with data {large} updates stale "
+        f"({stale})",
+        f"{area}: lag 0 {_sp(on)} vs ppo_clip at lag {large} {_sp(acc(large, 'ppo_clip'))} "
+        f"({rule(0.02, 0.0, 'lag 0 minus ppo_clip', n)})",
+        verdict(e, 0.02, 0.0),
+    ))  # fmt: skip
+    e = _diff(acc(large, "m2po"), on)
+    out.append(claim(
+        f"M2PO: with data {large} updates stale ({stale}) it matches on-policy",
+        f"{area}: m2po at lag {large} {_sp(acc(large, 'm2po'))} vs plain GRPO at lag 0 {_sp(on)} ({near}); "
+        f"final accuracy {_sp(final(large, 'm2po'))} vs {_sp(fin0)}",
         verdict(e, -0.02, -0.05),
     ))  # fmt: skip
-    for c, what in (("icepop", "IcePop's two-sided mask of pi_prox/pi_behav"), ("tis", "truncated IS")):
+    for c, what in (("icepop", "IcePop's two-sided mask"), ("tis", "truncated IS")):
         e = _diff(acc(large, c), acc(large, "none"))
         out.append(claim(
-            f"{what} learns faster than ignoring the lag (the sampler {large} updates behind)",
+            f"the course's question: {what}, made for two engines' mismatch, applied to the lag learns faster than "
+            f"ignoring it (the sampler {large} updates behind)",
             f"{area} at lag {large}: {c} {_sp(acc(large, c))} vs none {_sp(acc(large, 'none'))} "
             f"({rule(0.01, 0.0, f'{c} minus none', n)})",
             verdict(e, 0.01, 0.0),
@@ -164,8 +200,11 @@ def claims(res: dict, small: int = SMALL, mid: int = MID, large: int = LARGE, ta
         moved = [breaking_lag(res, c, s, target) for s in seeds_of(res)]
         e = [_index(res, a) - _index(res, b) for a, b in zip(moved, base, strict=True)]
         out.append(claim(
-            f"{c} moves up the lag at which GRPO stops reaching {target:.0%} in {updates} updates",
-            f"the smallest lag never reaching {target:.0%}, per seed: {c} {_lags(moved)} vs none {_lags(base)} "
+            f"the course's question: {c} moves up the lag at which GRPO falls short of {target:.0%} in {updates} "
+            "updates",
+            f"the smallest lag whose best evaluation is below {target:.0%} by more than two standard errors "
+            f"({margin(target, res.get('eval_size', EVAL_SIZE)):.3f}), per seed: {c} {_lags(moved)} vs none "
+            f"{_lags(base)} "
             f"({rule(0.0, 0.0, 'grid steps moved', n)})",
             verdict(e),
         ))  # fmt: skip
@@ -173,7 +212,7 @@ def claims(res: dict, small: int = SMALL, mid: int = MID, large: int = LARGE, ta
 
 
 def breaks(res: dict, target: float = TARGET) -> dict:
-    """correction -> the smallest lag never reaching ``target``, per seed (None: reached at every lag)."""
+    """correction -> the smallest lag at which its run falls `short` of ``target``, per seed (None: at no lag)."""
     present = [c for c in ORDER if any(r["correction"] == c for r in res["rows"])]
     return {c: [breaking_lag(res, c, s, target) for s in seeds_of(res)] for c in present}
 
@@ -195,4 +234,15 @@ def figure(res):
     return plot_lag(res)
 
 
-__all__ = ["claims", "breaks", "breaking_lag", "reach", "mean_accuracy", "run_policy_lag", "figure", "LAGS"]
+__all__ = [
+    "claims",
+    "breaks",
+    "breaking_lag",
+    "reach",
+    "short",
+    "margin",
+    "mean_accuracy",
+    "run_policy_lag",
+    "figure",
+    "LAGS",
+]
