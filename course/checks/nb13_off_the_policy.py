@@ -84,12 +84,13 @@ def clip_against_sampler(ns):
 @check(
     NB,
     claim="IcePop's band [0.5, 5] drops more than 2% of the tokens once the sampler is K updates behind",
-    control="the same band without a lag: structural, every weight is exactly 1 there, so it drops none by "
-    "construction",
+    control="the same band with the sampler at the sweep's smallest lag above 0 (a lag of a few updates moves few "
+    "weights out of the band)",
 )
 def icepop_drops(ns):
     dropped, K = ns["shares"]["dropped"], ns["K"]
-    return Measured(f"lag-{K} icepop dropped share", dropped["icepop"][K], ">", 0.02, dropped["icepop"][0])
+    near = min(k for k in dropped["icepop"] if k > 0)
+    return Measured(f"lag-{K} icepop dropped share", dropped["icepop"][K], ">", 0.02, dropped["icepop"][near])
 
 
 @check(
@@ -141,8 +142,9 @@ def spread_grows(ns):
 @check(
     NB,
     claim="In the kept 400-update study (lags 0 to 256), AReaL's decoupled objective moves up the lag at which plain "
-    "GRPO stops reaching 90% on every seed: the fewest steps of the lag grid it moves that lag, over the seeds",
-    control="PPO's clip against the sampler, the same count (it breaks at a smaller lag than plain GRPO)",
+    "GRPO falls short of 90% (its best evaluation more than two standard errors below) on every seed: the fewest "
+    "steps of the lag grid it moves that lag, over the seeds",
+    control="PPO's clip against the sampler, the same count (it falls short at a smaller lag than plain GRPO)",
     exact=True,
 )
 def decoupled_moves_the_break(ns):
