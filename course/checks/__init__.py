@@ -458,7 +458,8 @@ def calibration(notebook: str, name: str, quantity: str) -> dict:
     f = _log if log else float
     xs = [f(m["value"]) for m in ms]
     mean = statistics.fmean(xs)
-    sd = statistics.stdev(xs) if len(xs) > 1 else float("nan")
+    finite = len(xs) > 1 and all(map(math.isfinite, xs))  # a NaN value (a printed result's 0/0) has no spread
+    sd = statistics.stdev(xs) if finite else float("nan")
     bound, op = f(ms[-1]["bound"]), ms[-1]["op"]
     gap = (mean - bound) if op == ">" else (bound - mean)
     return {
