@@ -6,8 +6,9 @@ exact gradient; one sample is noisier than the signal; both maze runs find the g
 greedy path is the shortest; without a discount episodes stay long; REINFORCE improves on the
 reference; the sampled reward climbs; the total variance scales as 1/N (two-sided); at N batches
 largely agree (with N/4's cosine below N's). All eleven run here, each with a control computed beside
-it (the two-sided 1/N law as two comparisons, the cosine's two conditions as one rule whose control is
-N/4's cosine). The results its comments called "printed, not asserted" are recorded as printed results,
+it (the two-sided 1/N law as two comparisons, its upper control the total variance at N/16; the Monte Carlo
+estimate's distance in standard errors; the cosine's claim as the difference N minus N/4, whose control is
+the same difference between two measurements at N/4; REINFORCE's gain against its own early minimum). The results its comments called "printed, not asserted" are recorded as printed results,
 with the reason; so is "with gamma < 1 the greedy path is the shortest", whose control (gamma = 1's greedy
 path) took the shortest path too at shift 3.
 """
@@ -68,18 +69,19 @@ def _shuffled_estimate(ns) -> torch.Tensor:
 
 @check(
     NB,
-    claim="The Monte Carlo estimate from 20,000 samples (the library's loss) is within 0.02 of the exact "
-    "gradient on the 4-armed bandit",
+    claim="The Monte Carlo estimate from 20,000 samples (the library's loss) is within 4.5 standard errors of the "
+    "exact gradient on every component, on the 4-armed bandit",
     control="the same average with the rewards shuffled across the samples (reward and action unlinked)",
 )
 def monte_carlo_is_unbiased(ns):
-    grad = ns["grad_exact"]
+    grad, single = ns["grad_exact"], ns["single"]
+    se = single.std(0) / len(single) ** 0.5  # the standard error of the mean of the single-sample estimates
     return Measured(
-        "largest |Monte Carlo - exact gradient|",
-        (ns["grad_mc"] - grad).abs().max(),
+        "largest |Monte Carlo - exact gradient| / its standard error",
+        ((ns["grad_mc"] - grad).abs() / se).max(),
         "<",
-        0.02,
-        (_shuffled_estimate(ns) - grad).abs().max(),
+        4.5,
+        ((_shuffled_estimate(ns) - grad).abs() / se).max(),
     )
 
 
@@ -152,7 +154,7 @@ def maze_no_discount_stays_long(ns):
     NB,
     claim="REINFORCE improves on the reference: every seed's final greedy held-out accuracy is over 0.19 above "
     "the reference's",
-    control="the untrained reference (no update: a gain of 0)",
+    control="the same runs at their lowest greedy accuracy in steps 1-40, before REINFORCE has learned",
 )
 def reinforce_improves(ns):
     return Measured(
@@ -160,7 +162,7 @@ def reinforce_improves(ns):
         min(ns["acc_after"]) - ns["acc_before"],
         ">",
         0.19,
-        0.0,
+        min(ns["early_min"]) - ns["acc_before"],
     )
 
 
@@ -192,35 +194,56 @@ def reward_climbs(ns):
     )
 
 
+def _raw_variance(ns, n: int, seed: int) -> dict:
+    """REINFORCE's gradient statistics at the reference, K batches of ``n`` distinct prompts, as section 4."""
+    from grpo_edu import measure
+
+    v = measure.gradient_variance(
+        ns["reference"],
+        ns["task"],
+        estimators=("raw",),
+        n_batches=ns["K"],
+        layout="distinct",
+        prompts_per_batch=n,
+        group_size=1,
+        seed=seed,
+        progress=False,
+    )
+    return v["raw"]
+
+
 @check(
     NB,
-    claim="The total variance of the gradient scales as 1/N: a quarter of the batch gives between 2 and 8 times "
-    "the total variance (1/N predicts 4)",
+    claim="The total variance of the gradient scales as 1/N: a quarter of the batch gives between 2.8 and 5.7 "
+    "times the total variance (1/N predicts 4; N^-a with a between about 0.74 and 1.26)",
     control="for the lower bound, the squared norm of the mean gradient, which does not scale with N; for the "
-    "upper, 16, what 1/N^2 would give",
+    "upper, the total variance at N/16 over at N (1/N predicts 16)",
 )
 def variance_scales_as_one_over_n(ns):
     big, small, ratio = ns["big"], ns["small"], ns["ratio"]
     signal = small["mean_sq_norm"] / big["mean_sq_norm"]
+    sixteenth = _raw_variance(ns, ns["N"] // 16, ns["SEED"])["total_variance"] / big["total_variance"]
     return [
-        Measured("total variance at N/4 over at N (above)", ratio, ">", 2.0, signal, "log"),
-        Measured("total variance at N/4 over at N (below)", ratio, "<", 8.0, 16.0, "log"),
+        Measured("total variance at N/4 over at N (above)", ratio, ">", 2.8, signal, "log"),
+        Measured("total variance at N/4 over at N (below)", ratio, "<", 5.7, sixteenth, "log"),
     ]
 
 
 @check(
     NB,
-    claim="At REINFORCE's batch, batch gradients largely agree: mean cosine to the others' mean above 0.65 at N "
-    "(and so above N/4's)",
-    control="the same at a quarter of the batch, N/4",
+    claim="Batch gradients agree more at REINFORCE's batch N than at N/4: the mean cosine of a batch gradient to "
+    "the others' mean is over 0.1 higher at N",
+    control="the same difference between two independent measurements at N/4 (the next seed's minus this one's)",
 )
 def batches_agree_at_n(ns):
+    again = _raw_variance(ns, ns["N"] // 4, ns["SEED"] + 1)["mean_cosine"]
+    small = ns["small"]["mean_cosine"]
     return Measured(
-        "mean cosine of a batch gradient to the others' mean, at N",
-        ns["big"]["mean_cosine"],
+        "mean cosine of a batch gradient to the others' mean, N minus N/4",
+        ns["big"]["mean_cosine"] - small,
         ">",
-        0.65,
-        ns["small"]["mean_cosine"],
+        0.1,
+        again - small,
     )
 
 
@@ -262,8 +285,8 @@ def relative_variance(ns):
 @printed(
     NB,
     claim="REINFORCE's lowest seed ends above 0.85 greedy held-out accuracy in 128 steps",
-    why="0.89 to 0.97 over the calibration runs before the registry, 0.772 at held-out shift 14 on the `default` "
-    "kernel",
+    why="above it at shifts 0-4 (the lesson quotes the range), but not on every reference: at shift 14 on the "
+    "`default` kernel the three seeds ended at 0.838, 0.820 and 0.750 (commit f24bb07; 0.772 at an earlier commit)",
 )
 def final_accuracy(ns):
     return Measured("lowest of 3 seeds: final greedy accuracy", min(ns["acc_after"]), ">", 0.85)
