@@ -96,5 +96,9 @@ def test_merge_joins_seeds_and_refuses_a_mismatch_or_a_repeat(tmp_path, capsys):
         (tmp_path / name).write_text(json.dumps(r))
     pl.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json", str(tmp_path / "m.json")])
     out = capsys.readouterr().out
-    assert "0.420 [0.400, 0.440]" in out and "the papers' claims at this scale" in out
+    assert "0.420 [0.400, 0.440]" in out and "regimes.policy_lag RESULT.json" in out
+    from grpo_edu.studies.regimes import policy_lag as regime
+
+    assert regime.main([str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == regime.claims(merged)
+    assert "the papers' claims at this scale" in capsys.readouterr().out
     assert json.loads((tmp_path / "m.json").read_text())["rows"] == merged["rows"]

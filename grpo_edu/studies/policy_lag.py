@@ -26,6 +26,7 @@ tests/data/policy_lag/study.json:
     python -m grpo_edu.studies.policy_lag --lags 0,8,32,64,128,256 --seeds 0 --steps 100 --eval_every 10 --json s0.json
     python -m grpo_edu.studies.policy_lag --lags 0,8,32,64,128,256 --seeds 2 --steps 100 --eval_every 10 --json s2.json
     python -m grpo_edu.studies.policy_lag --merge s0.json s2.json --json tests/data/policy_lag/study.json
+    python -m grpo_edu.studies.regimes.policy_lag tests/data/policy_lag/study.json   # the claims on it
 
 The kept study's training seeds are 0 and 2 (no reason beyond the two processes that were run; seed 1 is not
 in it). `grpo-edu regimes --only policy_lag` runs the same grid on seeds 0 and 1 (the preset's seed and the
@@ -282,12 +283,7 @@ def main(argv=None) -> dict:
     else:
         res = run("cpu", a.lags, a.corrections.split(","), a.seeds, a.steps, a.eval_every)
     print(report(res))
-    from ..measure.reports import wrap
-    from .regimes.policy_lag import claims
-
-    print("the papers' claims at this scale (grpo_edu.studies.regimes.policy_lag; each claim's rule after it):")
-    for c in claims(res):
-        print(wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] "))
+    print("the papers' claims on these rows: python -m grpo_edu.studies.regimes.policy_lag RESULT.json")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

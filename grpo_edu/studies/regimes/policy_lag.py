@@ -234,6 +234,26 @@ def figure(res):
     return plot_lag(res)
 
 
+def main(argv=None) -> list[dict]:
+    """Print the claims on kept study results (``python -m grpo_edu.studies.regimes.policy_lag RESULT.json ...``,
+    one file per seed or one merged): the regime sits above the study, so the study's command leaves this to it."""
+    import argparse
+    import json
+
+    from ...measure.reports import wrap
+    from ..policy_lag import merge
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("results", nargs="+", metavar="JSON", help="grpo_edu.studies.policy_lag results (--json)")
+    a = p.parse_args(argv)
+    res = merge(json.loads(open(f).read()) for f in a.results)
+    out = claims(res)
+    print("the papers' claims at this scale (grpo_edu.studies.regimes.policy_lag; each claim's rule after it):")
+    for c in out:
+        print(wrap(f"{c['claim']}: {c['measurement']}", " " * 15, f"  [{c['verdict']:>10}] "))
+    return out
+
+
 __all__ = [
     "claims",
     "breaks",
@@ -246,3 +266,7 @@ __all__ = [
     "figure",
     "LAGS",
 ]
+
+
+if __name__ == "__main__":
+    main()
