@@ -57,7 +57,8 @@ def _one_update(algo, task, reference):
 def test_one_default_grpo_update_opens_the_ladder_files_only(task, reference):
     seen, stats = _one_update(make_algorithm("grpo"), task, reference)
     assert stats["updates"] == 4 and stats["grad_norm"] > 0  # it did update: 2 epochs x 2 minibatches
-    core = {f"functional/{m}.py" for m in ("_checks", "advantages", "logprobs", "losses", "reductions")}
+    # covariance: GRPO logs Cov(log pi_old, A) every step (cov_logp_adv, Cui et al.'s entropy mechanism)
+    core = {f"functional/{m}.py" for m in ("_checks", "advantages", "covariance", "logprobs", "losses", "reductions")}
     assert seen == {"train.py", "algorithms/grpo.py", "algorithms/policy_losses.py", "rollout.py", "model.py", *core}
 
 
