@@ -10,6 +10,26 @@ from ...warmstart.presets import resolve_preset
 from .common import above, bar, claim, rule, spread, task_of, verdict
 
 
+def sweep(reference, preset, settings, seeds, steps, record, label, progress, probe=None) -> dict:
+    """GRPO for ``steps`` steps per seed and per setting (name -> GRPO's knobs), in seed order:
+    ``curves[name][seed index] = record(history, callback)``, the callback a fresh ``probe(reference)``
+    per run (None: no callback). The long-run regimes' one loop."""
+    preset = resolve_preset(preset)
+    task = task_of(preset)
+    curves = {k: [] for k in settings}
+    progress_bar = bar(len(settings) * len(seeds), label, progress)
+    for seed in seeds:
+        for name, cfg in settings.items():
+            callback = None if probe is None else probe(reference)
+            algo = make_algorithm("grpo", **cfg)
+            h = train(algo, task, reference, preset=preset, steps=steps, seed=seed, progress=False, name=name,
+                      callback=callback)  # fmt: skip
+            curves[name].append(record(h, callback))
+            progress_bar.update(1)
+    progress_bar.close()
+    return curves
+
+
 def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28, progress=True) -> dict:
     """GRPO for ``steps`` steps with the symmetric clip (eps_high = eps_low = 0.2) and with
     clip-higher (``eps_high``, DAPO), per seed: the token entropy of the policy on its sampled
@@ -20,26 +40,18 @@ def run_long_run(reference, preset="cpu", seeds=(0, 1), steps=200, eps_high=0.28
     DAPO's argument: with a symmetric clip a token of probability 0.01 may only rise to 0.012
     in one update (rho <= 1 + eps), while a likely token is free to become certain, so the
     exploring tokens are held back and the entropy collapses; a larger eps_high lets them rise."""
-    preset = resolve_preset(preset)
-    task = task_of(preset)
     settings = {"clip 0.2": {}, f"clip-higher {eps_high}": {"eps_high": eps_high}}
-    curves = {k: [] for k in settings}
-    progress_bar = bar(len(settings) * len(seeds), "long run", progress)
-    for seed in seeds:
-        for name, cfg in settings.items():
-            algo = make_algorithm("grpo", **cfg)
-            h = train(algo, task, reference, preset=preset, steps=steps, seed=seed, progress=False, name=name)
-            curves[name].append(
-                {
-                    "entropy": [round(float(x), 5) for x in h.series("entropy")],
-                    "reward": [round(float(x), 5) for x in h.series("reward")],
-                    "clip_high": [round(float(x), 6) for x in h.series("clip_high")],
-                    "eval_step": [e["step"] for e in h.evals],
-                    "accuracy": [e["accuracy"] for e in h.evals],
-                }
-            )
-            progress_bar.update(1)
-    progress_bar.close()
+
+    def record(h, _):
+        return {
+            "entropy": [round(float(x), 5) for x in h.series("entropy")],
+            "reward": [round(float(x), 5) for x in h.series("reward")],
+            "clip_high": [round(float(x), 6) for x in h.series("clip_high")],
+            "eval_step": [e["step"] for e in h.evals],
+            "accuracy": [e["accuracy"] for e in h.evals],
+        }
+
+    curves = sweep(reference, preset, settings, seeds, steps, record, "long run", progress)
     w = max(1, steps // 10)
     base, high = settings
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...algorithms import make_algorithm
 from ...measure.entropy_mechanism import EntropyProbe, entropy_prediction
-from ...train import train
-from ...warmstart.presets import resolve_preset
-from .common import above, bar, claim, rule, spread, task_of, verdict
+from .common import above, claim, rule, spread, verdict
+from .long_run import sweep
 
 # the regime's Clip-Cov and KL-Cov fractions (verl's default 2e-4 is 0 or 1 token of a minibatch here)
 CLIP_COV_RATIO = 0.02
@@ -51,32 +49,22 @@ def run_long_run_entropy(
     second half from a scale fitted on its first half (against the first half's rate continued);
     Clip-Cov and KL-Cov keep the entropy higher than the symmetric clip, and reach a higher held-out
     accuracy (the paper's two claims for them)."""
-    preset = resolve_preset(preset)
-    task = task_of(preset)
     settings = entropy_settings(eps_high, clip_cov_ratio, kl_cov_ratio)
-    curves = {k: [] for k in settings}
-    progress_bar = bar(len(settings) * len(seeds), "long run, entropy", progress)
-    for seed in seeds:
-        for name, cfg in settings.items():
-            probe = EntropyProbe(reference)
-            algo = make_algorithm("grpo", **cfg)
-            h = train(algo, task, reference, preset=preset, steps=steps, seed=seed, progress=False, name=name,
-                      callback=probe)  # fmt: skip
-            curves[name].append(
-                {
-                    "entropy": [round(float(x), 5) for x in h.series("entropy")],
-                    "entropy_before": [round(float(x), 6) for x in probe.series("entropy_before")],
-                    "entropy_change": [float(x) for x in probe.series("entropy_change")],
-                    "covariance": [float(x) for x in probe.series("covariance")],
-                    "reward": [round(float(x), 5) for x in h.series("reward")],
-                    "cov_frac": [round(float(s.get("cov_frac", 0.0)), 6) for s in h.steps],
-                    "completion_length": [round(float(x), 3) for x in h.series("completion_length")],
-                    "eval_step": [e["step"] for e in h.evals],
-                    "accuracy": [e["accuracy"] for e in h.evals],
-                }
-            )
-            progress_bar.update(1)
-    progress_bar.close()
+
+    def record(h, probe):
+        return {
+            "entropy": [round(float(x), 5) for x in h.series("entropy")],
+            "entropy_before": [round(float(x), 6) for x in probe.series("entropy_before")],
+            "entropy_change": [float(x) for x in probe.series("entropy_change")],
+            "covariance": [float(x) for x in probe.series("covariance")],
+            "reward": [round(float(x), 5) for x in h.series("reward")],
+            "cov_frac": [round(float(s.get("cov_frac", 0.0)), 6) for s in h.steps],
+            "completion_length": [round(float(x), 3) for x in h.series("completion_length")],
+            "eval_step": [e["step"] for e in h.evals],
+            "accuracy": [e["accuracy"] for e in h.evals],
+        }
+
+    curves = sweep(reference, preset, settings, seeds, steps, record, "long run, entropy", progress, EntropyProbe)
     w = max(1, steps // 10)
     base, _, clip_cov, kl_cov = settings
     n, runs = len(seeds), [c for k in settings for c in curves[k]]
