@@ -86,15 +86,15 @@ def test_areal_both_ways():
     v = _verdicts(res)
     assert v["AReaL: PPO's clip measured against the sampler degrades with the sampler 32 updates behind"] == "holds"
     for lag in (32, 256):  # decoupled level with lag 0, whatever ppo_clip and none do
-        assert v[f"AReaL: with the decoupled objective, data {lag} updates stale costs little against on-policy"] == (
-            "holds"
-        )
+        assert v[
+            f"AReaL: with the decoupled objective, data {lag} updates stale costs less than 0.02 against on-policy"
+        ] == ("holds")
     flip = _res({"default": GOOD, (32, "decoupled"): SLOW, (256, "decoupled"): SLOW})  # decoupled the slow one
     v = _verdicts(flip)
     assert v["AReaL: PPO's clip measured against the sampler degrades with the sampler 32 updates behind"] == (
         "fails here"
     )
-    assert v["AReaL: with the decoupled objective, data 256 updates stale costs little against on-policy"] == (
+    assert v["AReaL: with the decoupled objective, data 256 updates stale costs less than 0.02 against on-policy"] == (
         "fails here"
     )  # 0.6625 - 0.7925 = -0.13 <= -0.05
 
