@@ -41,6 +41,29 @@ def test_variance_decomposition_is_the_law_of_total_variance_and_debiases_estima
     assert D.variance_decomposition(est)["ev_max"] > 0.64 + 0.003  # raw estimates inflate it by E[p(1-p)]/n
 
 
+def test_tied_share_by_hand_and_unbiased():
+    # n = 4 samples, G = 2, k = 0, 1, 2, 4 right: C(4, 2) = 6 pairs; all right C(k, 2), all wrong C(4 - k, 2)
+    t = D.tied_share([0, 1, 2, 4], n=4, group_size=2)
+    assert t["all_right"] == pytest.approx((0 + 0 + 1 / 6 + 1) / 4)
+    assert t["all_wrong"] == pytest.approx((1 + 3 / 6 + 1 / 6 + 0) / 4)
+    assert t["tied"] == pytest.approx((1 + 0.5 + 2 / 6 + 1) / 4)
+    # the plug-in p = k/n overstates it: mean (k/4)^2 + (1 - k/4)^2 = (1 + .625 + .5 + 1) / 4
+    plug = D.variance_decomposition([0.0, 0.25, 0.5, 1.0], group_size=2)["tied"]
+    assert plug == pytest.approx(0.78125) and t["tied"] < plug
+    assert D.variance_decomposition([0.0, 0.25, 0.5, 1.0], group_size=2, n_samples=4)["tied"] == pytest.approx(
+        t["tied"]
+    )
+    # unbiased: its expectation over k ~ Bin(n, p) is p^G + (1 - p)^G exactly
+    n, G, p = 10, 3, 0.3
+    pmf = [math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)]
+    expect = sum(w * D.tied_share([k], n, G)["tied"] for k, w in enumerate(pmf))
+    assert expect == pytest.approx(p**G + (1 - p) ** G, abs=1e-12)
+    assert math.isnan(D.variance_decomposition([0.5], group_size=8, n_samples=4)["tied"])  # n < G: none exists
+    for bad in (dict(correct=[5], n=4), dict(correct=[1.5], n=4), dict(correct=[1], n=4, group_size=5)):
+        with pytest.raises(ValueError):
+            D.tied_share(**bad)
+
+
 @pytest.mark.parametrize(
     "bad", [dict(p=[]), dict(p=[1.5]), dict(p=[[0.5]]), dict(p=[0.5], group_size=1), dict(p=[0.5], n_samples=1)]
 )

@@ -26,7 +26,7 @@ ones, so what a per-prompt baseline removes there weighs little (`score_weighted
 the variance-optimal per-prompt baseline is b*_q = E[R |s|^2 | q] / E[|s|^2 | q], not p_q.
 
 COMPUTED (formulas, hand-checked in tests/test_difficulty.py): `variance_decomposition`,
-`advantage_ratios`, `score_weighted_ratios`, `per_prompt_optimal_baseline`, `pass_at_k`,
+`tied_share`, `advantage_ratios`, `score_weighted_ratios`, `per_prompt_optimal_baseline`, `pass_at_k`,
 `std_weight`, `group_push`, `easy_mask`. MEASURED (sample the policy): `prompt_success`,
 `score_norms_by_prompt`, `pass_at_k_curve`, `measure_world` (all of it at one policy).
 """
@@ -58,7 +58,9 @@ def variance_decomposition(p, group_size: int = GRPOConfig.group_size, n_samples
 
     ``n_samples``: ``p`` are estimates k/n from n samples each; then within uses the unbiased
     p (1 - p) n / (n - 1) and between = total - within (Var of the estimates is Var_q(p) plus
-    the sampling noise E[p (1 - p)] / n, which would inflate ev_max)."""
+    the sampling noise E[p (1 - p)] / n, which would inflate ev_max), and tied, all_right and
+    all_wrong are `tied_share`'s unbiased estimates from the counts k (the plug-in k/n in the
+    convex p^G + (1-p)^G overstates them; nan when n < G, where no unbiased estimate exists)."""
     p = np.asarray(p, dtype=np.float64)
     G = int(group_size)
     if p.ndim != 1 or p.size == 0 or not np.all((p >= 0) & (p <= 1)):
@@ -77,6 +79,13 @@ def variance_decomposition(p, group_size: int = GRPOConfig.group_size, n_samples
         within = min(float((p * (1 - p)).mean()) * n / (n - 1), total)
         between = total - within
     ev_max = between / total if total > 0 else math.nan
+    if n_samples is None:
+        ties = {"tied": float((p**G + (1 - p) ** G).mean()), "all_right": float((p**G).mean()),
+                "all_wrong": float(((1 - p) ** G).mean())}  # fmt: skip
+    elif int(n_samples) < G:
+        ties = dict.fromkeys(("tied", "all_right", "all_wrong"), math.nan)
+    else:
+        ties = tied_share(np.rint(p * int(n_samples)).astype(int), int(n_samples), G)
     return {
         "mean": pbar,
         "within": within,
@@ -89,10 +98,29 @@ def variance_decomposition(p, group_size: int = GRPOConfig.group_size, n_samples
             "group_mean": (G - 1) / G * (1 - ev_max),
             "group_loo": G / (G - 1) * (1 - ev_max),
         },
-        "tied": float((p**G + (1 - p) ** G).mean()),
-        "all_right": float((p**G).mean()),
-        "all_wrong": float(((1 - p) ** G).mean()),
+        **ties,
     }
+
+
+def tied_share(correct, n: int, group_size: int = GRPOConfig.group_size) -> dict:
+    """COMPUTED: the unbiased share of tied groups from ``correct`` [n_prompts] right answers
+    among ``n`` samples of each prompt: for one prompt with k right,
+
+        all_right = C(k, G) / C(n, G),   all_wrong = C(n - k, G) / C(n, G),   tied = their sum
+
+    the chance that G of its n samples, drawn without replacement, are all right (all wrong); its
+    expectation over k ~ Bin(n, p) is exactly p^G ((1 - p)^G), where the plug-in (k/n)^G is biased
+    upward (Jensen: x^G is convex). Each is the mean over prompts (one prompt drawn uniformly)."""
+    n, G = int(n), int(group_size)
+    k = np.asarray(correct)
+    if k.ndim != 1 or k.size == 0 or not np.all((k >= 0) & (k <= n) & (k == np.round(k))):
+        raise ValueError(f"correct must be a non-empty 1-d array of counts in [0, n={n}], got shape {k.shape}")
+    if not 2 <= G <= n:
+        raise ValueError(f"tied_share needs 2 <= group_size <= n, got group_size={group_size}, n={n}")
+    total = math.comb(n, G)
+    right = np.array([math.comb(int(c), G) / total for c in k])
+    wrong = np.array([math.comb(n - int(c), G) / total for c in k])
+    return {"tied": float((right + wrong).mean()), "all_right": float(right.mean()), "all_wrong": float(wrong.mean())}
 
 
 def advantage_ratios(rewards, values=None) -> dict:
