@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from envs import ArithmeticTask
 from grpo_edu import functional as Fn
 from grpo_edu.studies import spread_ablation as sa
 
@@ -94,6 +95,87 @@ def test_tiny_run_gives_a_row_per_arm_and_its_base():
     assert len(base["reward"]) == sa.SIZES["tiny"]["steps"] and base["evals"][-1][1] == 2 * 32
     assert all(k is not None for k in base["kl"]) and all(k is None for k in arm["kl"])  # beta 0: no KL term
     assert 0.0 <= arm["easy"] <= 1.0 and 0.0 <= arm["hard"] <= 1.0 and arm["kl_end"] > 0.0
+
+
+# ------------------------------------------------------------------ PPO's estimator at the reference
+class OddFirstTokenTask(ArithmeticTask):
+    """A dense reward a random tiny policy earns about half the time: R = 1 when the first answer token's id
+    is odd (so that its gradient estimates are not all zero)."""
+
+    def token_scores(self, problems, completion_ids, mask, kind="outcome"):
+        scores = torch.zeros(completion_ids.shape)
+        scores[torch.arange(len(problems)), mask.sum(1).long() - 1] = (completion_ids[:, 0] % 2).float()
+        return scores
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from grpo_edu.model import ModelConfig, TinyGPT, ValueModel
+
+    torch.manual_seed(0)
+    policy = TinyGPT(ModelConfig(vocab_size=17, d_model=16, n_layers=1, n_heads=2, max_seq_len=12)).eval()
+    torch.manual_seed(1)
+    critic = ValueModel.from_policy(policy)
+    for p in critic.parameters():  # V(s_t) away from 0, so that the whitening's mean shift is not nothing
+        p.data.add_(0.3 * torch.randn_like(p))
+    return policy, OddFirstTokenTask(eval_size=50), critic.eval()
+
+
+def test_ppo_advantages_are_the_critics_whitened(tiny):
+    """At its start (policy = reference: no KL in the reward) PPO's advantage is G_t - V(s_t), less its mean
+    over the batch's tokens, over their std (population, eps 1e-8), written out here; the control, the
+    critic baseline's own advantage, is not."""
+    from grpo_edu.measure.common import rngs
+    from grpo_edu.rollout import completion_values, sample_batch
+
+    policy, task, critic = tiny
+    ro, scores = sample_batch(policy, task, 64, 1, *rngs(0, "cpu"))[:2]
+    with torch.no_grad():
+        A = (scores.sum(1, keepdim=True) - completion_values(critic, ro)) * ro.mask  # G_t = R: one reward, at the end
+    n = ro.mask.sum()
+    mu = A.sum() / n
+    sigma = ((((A - mu) * ro.mask) ** 2).sum() / n).sqrt()
+    ppo = sa.ppo_advantages(policy, critic, ro, scores)
+    assert torch.allclose(ppo, (A - mu) / (sigma + 1e-8) * ro.mask, atol=1e-5)
+    assert float((ppo * ro.mask).sum() / n) == pytest.approx(0.0, abs=1e-5)  # the mean shifted away
+    assert abs(float(mu)) > 0.05 and not torch.allclose(ppo, A, atol=0.05)  # control: the unwhitened advantage
+
+
+def test_ppo_gradient_variance_on_gradient_variances_batches(tiny):
+    """REINFORCE's and the critic baseline's numbers are `gradient_variance`'s at the same seed (the same
+    batches, measured the same way), exactly; PPO's, on those batches, differs from the critic's."""
+    from grpo_edu.measure.variance import gradient_variance
+
+    policy, task, critic = tiny
+    kw = dict(n_batches=4, seed=3)
+    ours = sa.ppo_gradient_variance(policy, task, critic, sequences=32, **kw)
+    theirs = gradient_variance(policy, task, ("raw", "critic"), prompts_per_batch=4, group_size=8, layout="distinct",
+                               critic=critic, progress=False, **kw)  # fmt: skip
+    assert set(ours) == set(sa.PPO_ESTIMATORS)
+    for e in ("raw", "critic"):
+        assert ours[e] == theirs[e], e
+    assert ours["ppo"]["total_variance"] != pytest.approx(ours["critic"]["total_variance"], rel=1e-3)
+    with pytest.raises(ValueError, match="n_batches"):
+        sa.ppo_gradient_variance(policy, task, critic, n_batches=1)
+
+
+def test_records_without_ppos_measurement_say_so():
+    """The kept study's measurements at the references predate PPO's own: there PPO's number is the critic
+    baseline's, the printout says it is assumed, and `as_comparison` reads PPO's own stats where they exist."""
+    stored = json.loads(STORED.read_text())
+    ref = stored["reference"]
+    assert not any(map(sa.ppo_measured, ref["spread"] + ref["default"]))
+    assert all(m["relative_variance"]["ppo"] == m["relative_variance"]["baseline"] for m in ref["spread"])
+    assert "PPO: assumed equal to the critic baseline's" in sa.format_reference(ref)
+    old = sa.as_comparison(stored, "spread", ref["spread"][0])["algorithms"]["ppo"]["relative_variance_corrected"]
+    assert old == ref["spread"][0]["gradients"]["distinct"]["critic"]["relative_variance_corrected"]
+    m = {
+        **ref["spread"][0],
+        "gradients": {**ref["spread"][0]["gradients"], "ppo": {"relative_variance_corrected": 9.5}},
+    }
+    m["relative_variance"] = {**m["relative_variance"], "ppo": 9.5}
+    assert sa.as_comparison(stored, "spread", m)["algorithms"]["ppo"]["relative_variance_corrected"] == 9.5
+    assert "ppo 9.500" in sa.format_reference({"spread": [m]}).splitlines()[-2]
 
 
 # ------------------------------------------------------------------ the stored result notebook 05 reads

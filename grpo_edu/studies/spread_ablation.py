@@ -295,7 +295,10 @@ def as_comparison(res: dict, world: str, at_reference: dict | None = None, memor
         out["gradient_variance"]["_meta"]["critic_explained_variance"] = at_reference["critic_ev"]
         out["gradient_variance_distinct"] = g["distinct"]
         for a, row in rows.items():
-            stats = (g["grouped"] if a == "grpo" else g["distinct"])[ESTIMATOR_OF[a] if a != "ppo" else "critic"]
+            if a == "ppo" and ppo_measured(at_reference):
+                stats = g["ppo"]
+            else:  # a record without PPO's measurement: the critic baseline's
+                stats = (g["grouped"] if a == "grpo" else g["distinct"])[ESTIMATOR_OF[a] if a != "ppo" else "critic"]
             row["relative_variance_corrected"] = stats["relative_variance_corrected"]
     if memory is not None:
         rows["ppo"]["peak_step_memory_mb"] = memory["ppo"]["measured_peak_step"] / 1e6
@@ -344,15 +347,80 @@ def predicted_ratio(rewards, v0, score_norm2) -> tuple[float, float]:
     return float(terms.sum() / (R**2 * s2).sum()), float(terms[R < 0.5].sum() / terms.sum())
 
 
+class _FittedCritic:
+    """A fitted critic (a `ValueModel`) where `PPO.prepare` reads V(s_t): ``critic.values(rollout)``."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @torch.no_grad()
+    def values(self, rollout) -> torch.Tensor:
+        from ..rollout import completion_values
+
+        return completion_values(self.model, rollout)
+
+
+def ppo_advantages(policy, critic, rollout, scores) -> torch.Tensor:
+    """PPO's advantages [B, T] at its start, where its policy is its reference, as `PPO.prepare` computes
+    them (PPO's default config): GAE of the reward less beta k1 (k1 = 0 where pi = pi_ref, up to rounding)
+    with ``critic``'s V(s_t) (a fitted `ValueModel`), then whitened over the batch's tokens: the batch mean
+    subtracted (a second baseline), the std divided out."""
+    algo = make_algorithm("ppo")
+    algo.policy = algo.reference = policy
+    algo.critic = _FittedCritic(critic)
+    return algo.prepare(rollout, scores).advantages
+
+
+PPO_ESTIMATORS = ("raw", "critic", "ppo")
+
+
+def ppo_gradient_variance(policy, task, critic, n_batches=16, sequences=512, seed=0) -> dict:
+    """MEASURED as `gradient_variance` measures its estimators, on the batches it samples at ``seed`` in
+    its "distinct" layout (``sequences`` prompts x 1): per batch k and estimator e,
+    ``g_k^e = grad 1/N sum_i sum_t A^e_{i,t} log pi(a_{i,t} | s_{i,t})``, one backward each on the same
+    batch, for REINFORCE's A = R ("raw"), the critic baseline's A_t = G_t - V(s_t) ("critic") and PPO's
+    (`ppo_advantages`, "ppo"). Returns ``{e: variance_stats | {"cosine_to_raw"}}``; "raw" and "critic" are
+    `gradient_variance`'s on the same seed (the test holds them equal)."""
+    from .. import functional as Fn
+    from ..measure.common import flat_grad, trainable
+    from ..measure.variance import estimator_advantages, variance_stats
+    from ..rollout import completion_values, sample_batch, sequence_logprobs
+
+    if n_batches < 2 or sequences < 2:
+        raise ValueError(f"need n_batches >= 2 and sequences >= 2, got {n_batches} and {sequences}")
+    rng, gen = rngs(seed, next(policy.parameters()).device)
+    grads = {e: [] for e in PPO_ESTIMATORS}
+    was_training, _ = policy.training, policy.eval()
+    with trainable(policy) as params:
+        for _ in range(n_batches):
+            ro, scores = sample_batch(policy, task, sequences, 1, rng, gen)[:2]
+            with torch.no_grad():
+                values = completion_values(critic, ro)
+            logp = sequence_logprobs(policy, ro)
+            adv = {e: estimator_advantages(e, ro, scores, 1, values) for e in ("raw", "critic")}
+            adv["ppo"] = ppo_advantages(policy, critic, ro, scores)
+            for j, e in enumerate(PPO_ESTIMATORS):
+                loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, adv[e]), ro.mask, dim=1).mean()
+                grads[e].append(-flat_grad(loss, params, retain_graph=j < len(PPO_ESTIMATORS) - 1).cpu())
+    policy.train(was_training)
+    g_bar = {e: torch.stack(gs).double().mean(0) for e, gs in grads.items()}
+    out = {e: variance_stats(torch.stack(gs)) for e, gs in grads.items()}
+    for e in grads:
+        out[e]["cosine_to_raw"] = float(torch.nn.functional.cosine_similarity(g_bar[e], g_bar["raw"], dim=0))
+    return out
+
+
 def measure_reference(preset="cpu", world="spread", seed=0, batches=16, critic_steps=50, score_n=512,
                       success_prompts=384) -> dict:  # fmt: skip
     """MEASURED at ``world``'s reference, seed ``seed``: each rung's relative gradient variance
-    (bias-corrected, `gradient_variance`, ``batches`` batches in the layout it trains with; PPO's estimator
-    at the reference is the critic baseline's, lambda = 1), the explained share of R by V(s_0) of a critic
+    (bias-corrected, `gradient_variance`, ``batches`` batches in the layout it trains with; PPO's, its
+    whitened advantage, by `ppo_gradient_variance` on the same batches as the critic baseline's), the explained share of R by V(s_0) of a critic
     fitted ``critic_steps`` steps, EV_max (`variance_decomposition`, ``success_prompts`` prompts x 64
     answers), and from ``score_n`` answers to distinct prompts: |s|^2 of right and wrong answers, b*, and
     `predicted_ratio` with the critic's V(s_0), and with every score as long (``"predicted_equal_norms"``: the
-    score norms' part switched off). ``"gradients"``: the two `gradient_variance` results."""
+    score norms' part switched off). ``"gradients"``: the two `gradient_variance` results and ``"ppo"``, PPO's
+    estimator's stats (records kept before it was measured lack it: there ``relative_variance["ppo"]`` is the
+    critic baseline's, `ppo_measured`)."""
     from ..measure.difficulty import prompt_success, variance_decomposition
     from ..measure.variance import fit_critic, gradient_variance, optimal_baseline, row_score_norms
     from ..rollout import completion_values, sample_batch
@@ -368,8 +436,9 @@ def measure_reference(preset="cpu", world="spread", seed=0, batches=16, critic_s
     kw = dict(n_batches=batches, prompts_per_batch=p.prompts(G), group_size=G, critic=critic, progress=False)
     distinct = gradient_variance(reference, task, ("raw", "batch_mean", "critic"), layout="distinct", seed=seed, **kw)
     grouped = gradient_variance(reference, task, ("raw", "group_mean", "group_loo", "group_norm"), seed=seed, **kw)
+    ppo = ppo_gradient_variance(reference, task, critic, batches, p.prompts(G) * G, seed)["ppo"]
     key = "relative_variance_corrected"
-    rel = {"reinforce": distinct["raw"][key], "baseline": distinct["critic"][key], "ppo": distinct["critic"][key],
+    rel = {"reinforce": distinct["raw"][key], "baseline": distinct["critic"][key], "ppo": ppo[key],
            "grpo": grouped["group_norm"][key], "batch_mean": distinct["batch_mean"][key],
            "reinforce_grouped": grouped["raw"][key]}  # fmt: skip
     succ = prompt_success(reference, task, n_prompts=success_prompts, seed=seed + 3)
@@ -396,20 +465,32 @@ def measure_reference(preset="cpu", world="spread", seed=0, batches=16, critic_s
         "predicted_critic_over_raw": ratio,
         "wrong_share": share,
         "predicted_equal_norms": equal,
-        "gradients": {"distinct": distinct, "grouped": grouped},
+        "gradients": {"distinct": distinct, "grouped": grouped, "ppo": ppo},
     }
+
+
+def ppo_measured(ref: dict) -> bool:
+    """Whether a `measure_reference` result measured PPO's estimator (records kept before it was: no)."""
+    return "ppo" in ref["gradients"]
 
 
 def format_reference(ref: dict) -> str:
     """The measurements at each world's reference, mean [min, max] over their seeds."""
     lines = ["at the reference (mean [min, max] over measurement seeds): relative variance of the gradient "
-             "(bias-corrected; GRPO on 64 x 8, the others on 512 x 1; PPO's = the critic baseline's at lambda 1), "
+             "(bias-corrected; GRPO on 64 x 8, the others on 512 x 1; PPO's advantage whitened, as it trains), "
              "V(s_0)'s explained share of R, EV_max, |s|^2 of right and wrong answers, and the critic's variance "
              "over REINFORCE's predicted from the score norms, with the wrong answers' share of it"]  # fmt: skip
     for w, ms in ref.items():
         one = lambda f, ms=ms: spread([f(m) for m in ms], ".3f")  # noqa: E731
-        rv = " ".join(f"{k} {one(lambda m, k=k: m['relative_variance'][k])}" for k in ("reinforce", "baseline", "grpo"))
-        lines.append(f"{w}: {rv}")
+        rungs = (
+            ("reinforce", "baseline", "ppo", "grpo")
+            if all(map(ppo_measured, ms))
+            else ("reinforce", "baseline", "grpo")
+        )
+        rv = " ".join(f"{k} {one(lambda m, k=k: m['relative_variance'][k])}" for k in rungs)
+        lines.append(
+            f"{w}: {rv}" + ("" if "ppo" in rungs else " (PPO: assumed equal to the critic baseline's, not measured)")
+        )
         lines.append(f"  EV of V(s_0) {one(lambda m: m['critic_ev'])}, EV_max {one(lambda m: m['ev_max'])}, mean R "
                      f"{one(lambda m: m['mean_reward'])}, b* {one(lambda m: m['b_star'])}, |s|^2 wrong / right "
                      f"{one(lambda m: m['score_norm2_wrong'] / m['score_norm2_right'])}, predicted critic / raw "
