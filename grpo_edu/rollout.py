@@ -223,7 +223,7 @@ def generate(
             break
     model.train(was_training)
     completion = torch.stack(tokens, dim=1)
-    texts = [tokenizer.decode(row) for row in completion.tolist()] if tokenizer is not None else [""] * B
+    texts = decode_rows(tokenizer, completion) if tokenizer is not None else [""] * B
     return Rollout(
         prompt_ids=prompts,
         completion_ids=completion,
@@ -236,6 +236,20 @@ def generate(
         temperature=scale,
         share_prompts=share,
     )
+
+
+def decode_rows(tokenizer, ids: torch.Tensor) -> list:
+    """``[tokenizer.decode(row) for row in ids.tolist()]`` for ``[B, T]`` ids, each distinct row decoded
+    once: short completions repeat (the G of a group often agree, and more as the policy learns the
+    answers), so there are fewer decodes than rows. The same texts."""
+    texts, seen = [], {}
+    for row in ids.tolist():
+        key = tuple(row)
+        text = seen.get(key)
+        if text is None:
+            text = seen[key] = tokenizer.decode(row)
+        texts.append(text)
+    return texts
 
 
 def shared_prompts(rollout: Rollout):

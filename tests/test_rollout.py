@@ -5,7 +5,14 @@ import torch
 
 from envs import ArithmeticTask
 from grpo_edu.model import ValueModel
-from grpo_edu.rollout import Rollout, completion_values, generate, sequence_logprobs, shared_prompts
+from grpo_edu.rollout import (
+    Rollout,
+    completion_values,
+    decode_rows,
+    generate,
+    sequence_logprobs,
+    shared_prompts,
+)
 
 TASK = ArithmeticTask(digits=2)
 
@@ -37,6 +44,20 @@ def test_rollout_shapes_groups_and_mask(tiny_policy):
         assert all(t == 0 for t in ids[n:])  # pad after EOS
         assert ro.texts[i] == TASK.tokenizer.decode(ids)
     assert torch.all(ro.logprobs[ro.mask == 0] == 0) and torch.all(ro.logprobs[ro.mask == 1] <= 0)
+
+
+def test_decode_rows_decodes_each_distinct_row_once():
+    """The texts of ``tokenizer.decode`` row by row, each distinct row decoded once."""
+    calls = []
+
+    class Counting:
+        def decode(self, row):
+            calls.append(tuple(row))
+            return TASK.tokenizer.decode(row)
+
+    ids = torch.tensor([[4, 5, 2, 0], [4, 5, 2, 0], [6, 2, 0, 0], [4, 5, 2, 0], [3, 3, 3, 3]])
+    assert decode_rows(Counting(), ids) == [TASK.tokenizer.decode(r) for r in ids.tolist()]
+    assert sorted(calls) == sorted({tuple(r) for r in ids.tolist()})  # 3 distinct rows, 3 calls (not 5)
 
 
 def test_teacher_forced_logprobs_equal_sampling_logprobs(reference):
