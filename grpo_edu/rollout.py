@@ -201,26 +201,27 @@ def generate(
     seq, step_input = prompts, prompts
     tokens, logps, alive = [], [], []
     done = torch.zeros(B, dtype=torch.bool, device=device)
-    for step in range(max_new_tokens):
-        if step == 0 and use_cache and share and group_size > 1:  # each prompt once; its G rows share its cache
-            rows = torch.arange(prompt_ids.shape[0], device=device).repeat_interleave(group_size)
-            logits = model(prompt_ids.to(device), cache, last=1)[:, -1].index_select(0, rows)
-            cache.select_rows(rows)
-        else:
-            logits = model(step_input, cache, last=1) if use_cache else model(seq)
-            logits = logits[:, -1]
-        logits = logits.float() / scale
-        nxt = _next_token(logits, greedy, top_k, generator)
-        nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        alive.append((~done).float())
-        logps.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1) * (~done).float())
-        tokens.append(nxt)
-        done = done | (nxt == eos_id)
-        step_input = nxt[:, None]
-        if not use_cache:  # the whole prefix, recomputed next step
-            seq = torch.cat([seq, step_input], dim=1)
-        if bool(done.all()):
-            break
+    with torch.inference_mode():  # no autograd bookkeeping (no_grad still counts versions); outputs built after it
+        for step in range(max_new_tokens):
+            if step == 0 and use_cache and share and group_size > 1:  # each prompt once; its G rows share its cache
+                rows = torch.arange(prompt_ids.shape[0], device=device).repeat_interleave(group_size)
+                logits = model(prompt_ids.to(device), cache, last=1)[:, -1].index_select(0, rows)
+                cache.select_rows(rows)
+            else:
+                logits = model(step_input, cache, last=1) if use_cache else model(seq)
+                logits = logits[:, -1]
+            logits = logits.float() / scale
+            nxt = _next_token(logits, greedy, top_k, generator)
+            nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
+            alive.append((~done).float())
+            logps.append(torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1) * (~done).float())
+            tokens.append(nxt)
+            done = done | (nxt == eos_id)
+            step_input = nxt[:, None]
+            if not use_cache:  # the whole prefix, recomputed next step
+                seq = torch.cat([seq, step_input], dim=1)
+            if bool(done.all()):
+                break
     model.train(was_training)
     completion = torch.stack(tokens, dim=1)
     texts = decode_rows(tokenizer, completion) if tokenizer is not None else [""] * B
@@ -356,7 +357,11 @@ def reference_logprobs(reference: nn.Module | None, rollout: Rollout, beta: floa
         return None
     if reference is None:
         raise ValueError(f"beta > 0 with kl_placement={kl_placement!r} needs a reference policy")
-    return sequence_logprobs(reference, rollout)
+    if torch.is_grad_enabled():
+        return sequence_logprobs(reference, rollout)
+    with torch.inference_mode():  # no autograd bookkeeping at all; the clone, after it, is an ordinary tensor
+        logp = sequence_logprobs(reference, rollout)
+    return logp.clone()
 
 
 def policy_logprobs(policy: nn.Module, batch: Batch, idx: torch.Tensor):

@@ -10,6 +10,7 @@ from grpo_edu.rollout import (
     completion_values,
     decode_rows,
     generate,
+    reference_logprobs,
     sequence_logprobs,
     shared_prompts,
 )
@@ -58,6 +59,21 @@ def test_decode_rows_decodes_each_distinct_row_once():
     ids = torch.tensor([[4, 5, 2, 0], [4, 5, 2, 0], [6, 2, 0, 0], [4, 5, 2, 0], [3, 3, 3, 3]])
     assert decode_rows(Counting(), ids) == [TASK.tokenizer.decode(r) for r in ids.tolist()]
     assert sorted(calls) == sorted({tuple(r) for r in ids.tolist()})  # 3 distinct rows, 3 calls (not 5)
+
+
+def test_sampling_and_the_reference_return_ordinary_tensors(tiny_policy):
+    """Sampling and the reference's log-probs run in inference mode; what they return is an ordinary
+    tensor: a loss may save it for its backward, a learner may write into it (neither works on a tensor
+    made in inference mode)."""
+    ro = generate(tiny_policy, _prompts(3), group_size=4, max_new_tokens=4, generator=torch.Generator().manual_seed(0))
+    ref = copy.deepcopy(tiny_policy).requires_grad_(False)
+    with torch.no_grad():
+        ref_logp = reference_logprobs(ref, ro, beta=0.04, kl_placement="loss")
+    for t in (ro.prompt_ids, ro.completion_ids, ro.mask, ro.logprobs, ro.group_ids, ro.truncated, ref_logp):
+        assert not t.is_inference()
+    assert torch.equal(ref_logp, sequence_logprobs(ref, ro))  # the same numbers as outside inference mode
+    (sequence_logprobs(tiny_policy, ro) * ro.mask * ref_logp).sum().backward()  # the mul saves both for backward
+    ro.mask[0, 0] = 1.0  # in place
 
 
 def test_teacher_forced_logprobs_equal_sampling_logprobs(reference):
