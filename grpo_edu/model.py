@@ -234,10 +234,10 @@ class Trunk(nn.Module):
                 f"sequence of {start + T} tokens is longer than the model's context "
                 f"max_seq_len={self.config.max_seq_len}"
             )
-        if idx.numel() and (idx.min() < 0 or idx.max() >= self.config.vocab_size):
-            raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}), got min {int(idx.min())}, max {int(idx.max())}"
-            )
+        if idx.numel():
+            lo, hi = (int(v) for v in idx.aminmax())  # one reduction for both bounds
+            if lo < 0 or hi >= self.config.vocab_size:
+                raise ValueError(f"token ids must lie in [0, {self.config.vocab_size}), got min {lo}, max {hi}")
         pos = torch.arange(start, start + T, device=idx.device)
         x = self.tok_emb(idx) + self.pos_emb(pos)
         for i, block in enumerate(self.blocks):
