@@ -8,13 +8,16 @@ one, the clipped one keeping it; one update per batch clips nothing, 2 x 2 clips
 0.09; the reward rises; the KL grows; sharing the prompt saves activations; activations over 5 times the
 critic's state; the PPO / GRPO ratio grows with the parameters (two batches) and as the batch shrinks
 (two sizes); near 1 at the training batch; the measured ratio within 0.03 of the analytic one. All run
-here, each with a control computed beside it (a third one-batch run clipped at eps_high = 5, where the
-clip hardly acts, is the control of several; the clipped run's own clip_ratio over its 24 updates that
-of the clip ratio's upper bound; the sweep's other rows of others), except the KL's growth and the
-clipped run's share outside [0.8, 1.2], now printed (no run keeps the KL flat or the tokens inside), and
-the memory sweep's two differences, now exact (the bytes agree to six digits over seeds and kernels; no typed 0 stands in as a
-control). The results its comments called "printed, not asserted" are recorded as printed results, with
-the reason.
+here, each with a control computed beside it (a third one-batch run, on a second batch drawn
+independently from the reference and clipped at eps_high = 5, where the clip hardly acts, is the control
+of the share outside [0.8, 1.2]; the reference in the unclipped run's place that of the accuracy gap; the
+clipped run's own clip_ratio over its 24 updates that of the clip ratio's upper bound; the sweep's other
+rows of others), except three, now printed: the KL's growth and the clipped run's share outside
+[0.8, 1.2] (no run keeps the KL flat or the tokens inside), and the unclipped / clipped KL (on the same
+batch a clip that does not act is the unclipped run itself, an identity; the second batch's run differs
+from it by as much as the bound); and the memory sweep's two differences, now exact (the bytes agree to
+six digits over seeds and kernels; no typed 0 stands in as a control). The results its comments called
+"printed, not asserted" are recorded as printed results, with the reason.
 """
 
 from __future__ import annotations
@@ -40,17 +43,20 @@ def reference_samples_below_greedy(ns):
     return Measured("reference: sampled (T = 1) / greedy accuracy", ns["ref_sampled"] / acc, "<", 0.5, cold / acc)
 
 
+OTHER_BATCH = 500  # the second batch's seed is SEED + 500 (the reference's rise uses SEED + 1000)
+
+
 def _loose(ns):
-    """A third run on the same batch, clipped at eps_high = 5 (rho above 6), where the clip hardly acts: the
-    unclipped run's twin, with the clip switched on at a size that does not bind. Its History, computed once."""
+    """A third 24-step run, on a SECOND batch drawn from the reference independently of section 1's, clipped
+    at eps_high = 5 (rho above 6), where the clip hardly acts. On section 1's own batch such a run would be
+    the unclipped run itself (rho = 1 at the first update, and nothing random after it): a control that is
+    an identity tests nothing; another batch carries the noise of the batch drawn. Its History, computed once."""
     if "_loose_run" not in ns:
         from grpo_edu import sample_batch
 
-        preset, seed = ns["preset"], ns["SEED"]
+        preset, seed = ns["preset"], ns["SEED"] + OTHER_BATCH
         rng, gen = np.random.default_rng(seed), torch.Generator(device=preset.device).manual_seed(seed)
         rollout, scores, _ = sample_batch(ns["reference"], ns["task"], preset.sequences_per_step, 1, rng, gen)
-        if not torch.equal(rollout.completion_ids, ns["rollout"].completion_ids):
-            raise ValueError("the loose-clip control drew another batch than section 1's")
         rewards = scores.sum(dim=1)
         params = list(ns["reference"].parameters())
         frozen = [p.requires_grad for p in params]  # training PPO froze the reference (its pi_ref): thaw the copy's
@@ -66,12 +72,17 @@ def _loose(ns):
     return ns["_loose_run"]
 
 
-@check(
+@printed(
     NB,
     claim="After 24 steps on one batch the unclipped run is over 1.6 times as far from pi_old (exact KL) as the "
     "clipped one",
-    control="the unclipped run over a run on the same batch clipped at eps_high = 5 (rho above 6), where the "
+    control="the unclipped run over a run on a second batch clipped at eps_high = 5 (rho above 6), where the "
     "clip hardly acts",
+    why="no control fails the bound on every draw: on section 1's batch a clip that does not act is the unclipped "
+    "run itself (the ratio exactly 1, an identity), and on a second batch of the same reference the unclipped runs' "
+    "KL differ by the batch alone: that ratio, recorded as this check's control, was 0.54 to 1.61 at shifts 0-4 "
+    "(1.61 at shift 0, above 1.6) and 3.1 at held-out shift 21, while the unclipped / clipped ratio on one batch "
+    "was 3.4 to 11",
 )
 def clip_limits_kl(ns):
     return Measured(
@@ -88,7 +99,8 @@ def clip_limits_kl(ns):
     NB,
     claim="After 24 steps on one batch the clipped run has fewer tokens outside [0.8, 1.2]: under 0.8 times "
     "the unclipped run's share",
-    control="the run on the same batch clipped at eps_high = 5 (rho above 6) over the unclipped run",
+    control="a run on a second batch of the reference clipped at eps_high = 5 (rho above 6), where the clip hardly "
+    "acts, over the unclipped run (0.91 to 1.25 at shifts 0-4, 0.87 and 1.08 at held-out shifts 21 and 22)",
 )
 def clip_fewer_outside(ns):
     return Measured(
@@ -128,7 +140,9 @@ def unclipped_loses_accuracy(ns):
 @check(
     NB,
     claim="After 24 steps on one batch the unclipped run ends over 0.12 of held-out accuracy below the clipped one",
-    control="the run on the same batch clipped at eps_high = 5 (rho above 6) minus the unclipped run",
+    control="the clipped run minus the reference, a policy that lost nothing, in the unclipped run's place (a run "
+    "on a second batch clipped at eps_high = 5 would not do: the unclipped runs of two batches of one reference end "
+    "up to 0.18 apart, at shifts 1 and 2, measured when this control was chosen)",
 )
 def clipped_beats_unclipped(ns):
     return Measured(
@@ -136,7 +150,7 @@ def clipped_beats_unclipped(ns):
         ns["acc_clip"] - ns["acc_free"],
         ">",
         0.12,
-        _loose(ns).final_accuracy - ns["acc_free"],
+        ns["acc_clip"] - ns["ref_accuracy"],
     )
 
 
