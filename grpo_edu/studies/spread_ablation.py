@@ -21,8 +21,8 @@ taught) and the hard ones, and KL(pi || pi_ref) per answer on fresh samples (the
 
 `measure_reference` measures, at each world's reference and over seeds, what notebook 05 explains the
 gradient noise with: each rung's relative gradient variance (`measure.gradient_variance`, the layout each
-trains with), V(s_0)'s explained share of the reward (a critic fitted as `grpo-edu compare` fits it),
-EV_max, and the score norms of right and wrong answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's
+trains with; PPO's with its whitened advantage, `ppo_gradient_variance`), V(s_0)'s explained share of the
+reward (a critic fitted as `grpo-edu compare` fits it), EV_max, and the score norms of right and wrong answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's
 baseline puts weight V(s_0)^2 on every wrong answer, which REINFORCE (A = R) leaves at zero.
 
 MEASURED (cpu preset, 128 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.studies.spread_ablation
@@ -57,7 +57,8 @@ off lowers accuracy on every seed). GRPO's group std carries its learning of the
 hard 0.69 -> 0.40). At the references (3 measurement seeds): the critic's V(s_0) explains 0.61 [0.55,
 0.64] of the reward in the spread world, and its baseline's gradient is 3.1x as noisy as REINFORCE's (0.568
 against 0.182); the score norms predict x2.5 [1.8, 3.1], 74% of it from wrong answers (|s|^2 11x a right
-answer's); in the default world EV -0.003, x1.27.
+answer's); in the default world EV -0.003, x1.27. (The kept measurements at the references predate PPO's
+own: there its relative variance is the critic baseline's, `ppo_measured`.)
 """
 
 from __future__ import annotations
