@@ -22,8 +22,9 @@ taught) and the hard ones, and KL(pi || pi_ref) per answer on fresh samples (the
 `measure_reference` measures, at each world's reference and over seeds, what notebook 05 explains the
 gradient noise with: each rung's relative gradient variance (`measure.gradient_variance`, the layout each
 trains with; PPO's with its whitened advantage, `ppo_gradient_variance`), V(s_0)'s explained share of the
-reward (a critic fitted as `grpo-edu compare` fits it), EV_max, and the score norms of right and wrong answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's
-baseline puts weight V(s_0)^2 on every wrong answer, which REINFORCE (A = R) leaves at zero.
+reward (a critic fitted as `grpo-edu compare` fits it), EV_max, and the score norms of right and wrong
+answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's baseline puts weight V(s_0)^2 on every wrong
+answer, which REINFORCE (A = R) leaves at zero.
 
 MEASURED (cpu preset, 128 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.studies.spread_ablation
 --seeds 3``, kept in tests/data/spread_ablation/ablation.json; `format_table` prints it whole, notebook 05
