@@ -9,6 +9,12 @@ bias in the gradient (six, in a loop over wrong and right answers); length and c
 groups (two). All 31 claims run here, each with a control computed beside it (the two asserted controls are
 their checks' controls now, and fail in every draw). The results the lesson prints with their range over five
 seeds are recorded, not checked.
+
+Redrawn whole after a reader's findings (issue 46, F9 and F12): every control is a measurement where the claim is
+false. The whitening's is PPO not whitened (its own (0, 1) and (5, 6) runs); the penalty's gold gap, a second
+unpenalised run; the exploit ratio, the beta-1 policy, counted on samples r_phi was not fitted to (the reference's
+rate on r_phi's own training samples is lower than on fresh ones, since r_phi fitted them: it had inflated the ratio);
+"mostly wrong", the same prompts answered greedily. The bounds of the new checks were set from their spread.
 """
 
 from __future__ import annotations
@@ -43,11 +49,11 @@ def offset_collapse(ns):
 
 @check(
     NB,
-    claim="At temperature 1 the reference samples mostly wrong answers: under half of 512 are right",
-    control="its greedy held-out accuracy (SFT stopped once it reached 50%)",
+    claim="At temperature 1 the reference samples mostly wrong answers: under 0.2 of 512 are right",
+    control="the same 512 prompts answered greedily (temperature 0)",
 )
 def reference_mostly_wrong(ns):
-    return Measured("share right", float(ns["right"].mean()), "<", 0.5, ns["start"])
+    return Measured("share right", float(ns["right"].mean()), "<", 0.2, float(ns["right_greedy"].mean()))
 
 
 @printed(
@@ -104,25 +110,38 @@ def batch_mean_removes_offset(ns):
 
 @check(
     NB,
-    claim="A critic must learn the offset first: with a warm-up the (5, 6) run ends over 0.13 above the cold "
-    "critic's; PPO's whitening removes what the cold critic leaves, over 0.025 above PPO not whitened",
-    control="the cold critic against REINFORCE (5, 6) (no warm-up: no better than no baseline); PPO not whitened "
-    "against itself",
+    claim="A critic must learn the offset first: with a warm-up the (5, 6) run ends over 0.13 above the cold critic's",
+    control="the cold critic against REINFORCE (5, 6) (no warm-up: no better than no baseline)",
 )
 def what_copes(ns):
     acc = ns["acc"]
-    return [
-        Measured(
-            "critic (5, 6): warm-up minus cold",
-            acc["critic (5, 6), warm-up"] - acc["critic (5, 6), cold"],
-            ">",
-            0.13,
-            acc["critic (5, 6), cold"] - acc["REINFORCE (5, 6)"],
-        ),
-        Measured(
-            "PPO (5, 6): whitened minus not", acc["PPO (5, 6)"] - acc["PPO (5, 6), not whitened"], ">", 0.025, 0.0
-        ),
-    ]
+    return Measured(
+        "critic (5, 6): warm-up minus cold",
+        acc["critic (5, 6), warm-up"] - acc["critic (5, 6), cold"],
+        ">",
+        0.13,
+        acc["critic (5, 6), cold"] - acc["REINFORCE (5, 6)"],
+    )
+
+
+@printed(
+    NB,
+    claim="PPO's whitening removes what the cold critic leaves of the offset: what the offset costs PPO whitened, "
+    "its (0, 1) run's accuracy minus its (5, 6) run's",
+    control="the same two runs not whitened (the mechanism off)",
+    why="-0.058 to +0.114 at shifts 0-4, and not whitened +0.216 to +0.346: apart at each shift, but three "
+    "deviations above the whitened mean (+0.218) reach the not-whitened cost of shift 4, so no bound both holds "
+    "and fails its control",
+)
+def whitening_removes_offset(ns):
+    acc = ns["acc"]
+    return Measured(
+        "PPO whitened: (0, 1) minus (5, 6)",
+        acc["PPO (0, 1)"] - acc["PPO (5, 6)"],
+        "<",
+        0.2,
+        acc["PPO (0, 1), not whitened"] - acc["PPO (5, 6), not whitened"],
+    )
 
 
 @check(
@@ -209,35 +228,52 @@ def kl_bad_largest(ns):
 
 @check(
     NB,
-    claim="With beta = 1 the worse r_phi does much less harm: the smallest KL of the three (below the better r_phi's "
-    "unpenalised run), and the gold accuracy over 0.24 above the unpenalised run's",
-    control="the unpenalised worse run's KL over the better one's; for the accuracy, the unpenalised run against itself",
+    claim="With beta = 1 the worse r_phi moves the policy least: the smallest KL of the three (below the better "
+    "r_phi's unpenalised run)",
+    control="the unpenalised worse run's KL over the better one's",
 )
 def kl_penalty_limits(ns):
-    kl, g_bad, g_held = ns["kl_end"], ns["g_bad"], ns["g_held"]
+    kl = ns["kl_end"]
     good = kl["16384 labels, beta 0"]
-    return [
-        Measured(
-            "beta 1: its KL over the better r_phi's",
-            kl["8192 labels, beta 1"] / good,
-            "<",
-            1.0,
-            kl["8192 labels, beta 0"] / good,
-            "log",
-        ),  # fmt: skip
-        Measured("gold at the end: beta 1 - beta 0", g_held[-1] - g_bad[-1], ">", 0.24, 0.0),
-    ]
+    return Measured(
+        "beta 1: its KL over the better r_phi's",
+        kl["8192 labels, beta 1"] / good,
+        "<",
+        1.0,
+        kl["8192 labels, beta 0"] / good,
+        "log",
+    )
 
 
 @check(
     NB,
-    claim="The unpenalised policy writes the wrong answers r_phi rates right far more often than the reference: "
-    "over 1.2x its share",
-    control="the reference against itself",
+    claim="With beta = 1 the worse r_phi does much less harm: the gold accuracy ends over 0.24 above the "
+    "unpenalised run's",
+    control="the penalty off: a second unpenalised run (another seed) against the first",
 )
-def policy_exploits_more(ns):
+def penalty_keeps_gold(ns):
+    g_bad, g_held, g_again = ns["g_bad"], ns["g_held"], ns["g_again"]
+    return Measured("gold at the end: beta 1 - beta 0", g_held[-1] - g_bad[-1], ">", 0.24, g_again[-1] - g_bad[-1])
+
+
+@printed(
+    NB,
+    claim="The unpenalised policy writes the wrong answers r_phi rates right more often than the reference, on "
+    "samples r_phi was not trained on: its share over the reference's",
+    control="the policy trained against the same r_phi with beta = 1",
+    why="x3.2 to x19.4 at shifts 0-4, and the beta-1 policy x1.08 to x1.21: apart at each shift, but on the log "
+    "scale three deviations below the unpenalised mean is x0.69, under the beta-1 policy's",
+)
+def policy_writes_exploits(ns):
     rate = ns["rate"]
-    return Measured("policy / reference", rate["policy"] / rate["reference"], ">", 1.2, 1.0, "log")
+    return Measured(
+        "unpenalised / reference",
+        rate["policy"] / rate["reference"],
+        ">",
+        2.0,
+        rate["beta 1"] / rate["reference"],
+        "log",
+    )
 
 
 # ------------------------------------------------------------------ 3. prompts whose difficulty varies
@@ -296,7 +332,7 @@ def no_bias_elsewhere(ns):
 @check(
     NB,
     claim="Within a group, whether an answer is right says almost nothing about its length at the reference: "
-    "|correlation| under 0.1",
+    "|correlation| under 0.08",
     control="the same reference with room for one filler (filler_budget=1), where long answers are truncated and wrong",
 )
 def length_uncorrelated(ns):
@@ -306,7 +342,7 @@ def length_uncorrelated(ns):
     fl, G = ns["fl"], ns["make_algorithm"]("grpo").config.group_size
     budget = task_of(ns["fl_preset"], filler=ns["fl_task"].filler, filler_budget=1)
     _, corr, _, _ = _length_gap(ns["fl_reference"], budget, ns["SEED"] + 11, ns["preset"].device, G)
-    return Measured("|correlation| at the reference", abs(fl["start_corr"][0]), "<", 0.1, abs(corr))
+    return Measured("|correlation| at the reference", abs(fl["start_corr"][0]), "<", 0.08, abs(corr))
 
 
 @printed(
@@ -329,6 +365,32 @@ def minus_one_one_slower(ns):
 
 
 # ------------------------------------------------------------------ printed, not checked
+
+
+@printed(
+    NB,
+    claim="What the offset costs PPO not whitened: its (0, 1) run's accuracy minus its (5, 6) run's",
+    why="the control of whitening_removes_offset, printed in the lesson with its range",
+)
+def whitening_off_offset_cost(ns):
+    acc = ns["acc"]
+    return Measured(
+        "PPO not whitened: (0, 1) minus (5, 6)",
+        acc["PPO (0, 1), not whitened"] - acc["PPO (5, 6), not whitened"],
+        ">",
+        0.0,
+    )
+
+
+@printed(
+    NB,
+    claim="The policy trained against the worse r_phi with beta = 1: its share of the wrong answers r_phi rates right "
+    "over the reference's",
+    why="the control of policy_writes_exploits, printed in the lesson with its range",
+)
+def penalised_exploits(ns):
+    rate = ns["rate"]
+    return Measured("beta 1 / reference", rate["beta 1"] / rate["reference"], ">", 1.0, scale="log")
 
 
 @printed(
