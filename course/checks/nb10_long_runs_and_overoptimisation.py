@@ -15,14 +15,15 @@ run, but 1 lies 2.9 sd from the mean on two runs) and beta 0.3 above the curve (
 the spread until no bound both sits 3 sd below the mean and fails the unseen run, up to +0.07). Bounds
 moved at calibration: runs_learn 0.2 -> 0.05 (one run ended at +0.214), cui_fits_whole_run 0.06 -> 0.07,
 clip_higher_holds_fewer 0.8 -> 0.9, largest_rphi_beats_always_wrong 0.03 -> 0.01. The results its comments
-called printed are recorded as printed results. After a reader's audit (R4), redrawn whole:
-clip_higher_holds_fewer is asserted against a change of seed alone (the symmetric clip's two runs, the smaller
-share over the larger; the larger over the smaller, >= 1 by construction, could not pass), with the bound 0.8
-set before this redraw from the seven earlier draws (the ratio 0.47 to 0.65, that control 0.888 to 0.984, shifts
-0-4, 21 and 22: held-out shifts 21 and 22 were not unseen for this bound); cui_fits_whole_run is now
-smooth_trade_whole_run, its claim what its rule tests (a smooth trade of reward for entropy, not the exponential
-form) and its control the same curve fitted to the entropies shuffled (it was a constant reward): 6 asserted checks
-and 12 printed results. runs_learn's control is still the reference's gain over itself, 0.
+called printed are recorded as printed results. After a reader's audit (R4), shifts 0-4 were
+redrawn as calibration: clip_higher_holds_fewer is asserted against a change of seed alone (the symmetric clip's
+two runs, the smaller share over the larger; the larger over the smaller, >= 1 by construction, could not pass),
+its bound 0.8 set with the earlier draws of shifts 0-4, 21 and 22 in view (the ratio 0.47 to 0.65, that control
+0.888 to 0.984), so shifts 21 and 22 were seen when it was set; cui_fits_whole_run is now smooth_trade_whole_run,
+its claim what its rule tests and its control the same curve fitted to the entropies shuffled (it was a constant
+reward). After a second audit (R-E) runs_learn became printed (its control was a typed 0: no run with the learning
+signal removed was run), and shifts 23 (native) and 24 (default kernel), which no bound has seen, were drawn as
+held out: 5 asserted checks and 13 printed results.
 """
 
 from __future__ import annotations
@@ -58,15 +59,15 @@ def entropy_collapses(ns):
     ]  # fmt: skip
 
 
-@check(
+@printed(
     NB,
-    claim="Every run learns: its final greedy held-out accuracy is the reference's plus more than 0.05",
-    control="the reference itself (a gain of 0)",
+    claim="Every run learns: its final greedy held-out accuracy minus the reference's is above 0.05",
+    why="no real control was computed: a run with the learning signal removed (each batch's rewards permuted) was "
+    "not run here, and the reference's gain over itself, 0, is a typed constant, not a measurement",
 )
 def runs_learn(ns):
     return [
-        Measured(f"{k}, run {s + 1}: final accuracy minus the reference's", c["accuracy"][-1] - ns["start"], ">", 0.05,
-                 0.0)
+        Measured(f"{k}, run {s + 1}: final accuracy minus the reference's", c["accuracy"][-1] - ns["start"], ">", 0.05)
         for k, s, c in _runs(ns)
     ]  # fmt: skip
 
@@ -117,11 +118,12 @@ def early_fit_beats_flat(ns):
 
 @check(
     NB,
-    claim="The reward trades smoothly for the entropy over a whole run: fitted to all 200 steps, the two-parameter "
-    "curve R = -a exp(H) + b misses the batch reward by under 0.07 on average. It tests a smooth trade, not Cui et "
-    "al.'s exponential form: any smooth monotone two-parameter form would pass (a straight line in H fits as "
-    "closely, line_as_close)",
-    control="the same curve fitted to the run's entropies in shuffled order (no trade of reward for entropy to fit)",
+    claim="Along a run the reward and the entropy move together smoothly: fitted to all 200 steps, the "
+    "two-parameter curve R = -a exp(H) + b misses the batch reward by under 0.07 on average. Shuffling breaks the "
+    "time order, so this does not separate a trade of reward for entropy from a common trend over training (any "
+    "series that trends with the step would pass), nor the exponential form from others (a straight line in H fits "
+    "as closely, line_as_close)",
+    control="the same curve fitted to the run's entropies in shuffled order (the time order broken)",
 )
 def smooth_trade_whole_run(ns):
     full, shuffled = ns["full"], ns["shuffled_all"]
