@@ -365,7 +365,7 @@ def default_reaches_all(ns):
 
 @printed(
     NB,
-    claim="The spread reference did not reach most hard answers in 256 tries: pass@256 on the hard prompts below 0.5",
+    claim="The spread reference did not solve most hard problems in 256 tries: pass@256 on the hard prompts below 0.5",
     why="below 0.5 at each of shifts 0-4 (0.19 to 0.44), but not by three deviations (1.3); its control, the "
     "default reference's pass@256 on the hard prompts, was 0.99 to 1 in every draw",
 )
