@@ -182,7 +182,9 @@ def test_memory_figures():
     assert plots._mb(0.04) == "<0.1" and plots._mb(0.0) == "-" and plots._mb(52.93) == "52.9"
 
 
-def fake_comparison(critic=0.45, gae=0.45):
+def fake_comparison(critic=0.45, gae=None, ppo=0.44):
+    """compare's result as it is now: PPO's own estimator ("ppo", its GAE whitened); ``gae``: the unwhitened
+    GAE measured too (the critic baseline's at gamma = lambda = 1)."""
     stats = lambda v: {"relative_variance_corrected": v, "relative_variance": v}  # noqa: E731
     algos = {a: {"label": label, "histories": [{"config": cfg}]} for a, label, cfg in (
         ("reinforce", "REINFORCE", {"minibatches": 1, "group_size": 1}),
@@ -193,13 +195,15 @@ def fake_comparison(critic=0.45, gae=0.45):
     mem = {a: {"batch_size": 512, "measured_peak_step": 20 * P,
                "breakdown": {"policy_params": P, "critic_params": 0.4 * P if a in ("baseline", "ppo") else 0.0,
                              "activations": 15 * P}} for a in algos}  # fmt: skip
+    extra = lambda d: {"gae": stats(gae + d)} if gae is not None else {}  # noqa: E731
     return {
         "algorithms": algos,
         "memory": mem,
         "gradient_variance_distinct": {"_meta": {"prompts_per_batch": 512, "group_size": 8},
-                                       "raw": stats(0.36), "critic": stats(critic), "gae": stats(gae)},
+                                       "raw": stats(0.36), "critic": stats(critic), "ppo": stats(ppo), **extra(0.0)},
         "gradient_variance": {"_meta": {"prompts_per_batch": 64, "group_size": 8}, "raw": stats(0.65),
-                              "critic": stats(critic + 0.1), "gae": stats(gae + 0.1), "group_norm": stats(1.19)},
+                              "critic": stats(critic + 0.1), "ppo": stats(ppo + 0.1), **extra(0.1),
+                              "group_norm": stats(1.19)},
     }  # fmt: skip
 
 
@@ -208,14 +212,16 @@ def test_comparison_variance_one_panel_per_layout():
     distinct, grouped = labelled(fig)
     assert distinct.get_title() == "512 prompts x 1 answer per batch"
     assert grouped.get_title() == "64 prompts x 8 answers per batch"
-    assert [p.get_height() for p in distinct.patches] == [0.36, 0.45, 0.45]
-    assert [p.get_height() for p in grouped.patches] == pytest.approx([0.65, 0.55, 0.55, 1.19])
+    assert [p.get_height() for p in distinct.patches] == [0.36, 0.45, 0.44]
+    assert [p.get_height() for p in grouped.patches] == pytest.approx([0.65, 0.55, 0.54, 1.19])
     # solid in the layout the method trains with, hatched in the other one
     assert [bool(p.get_hatch()) for p in distinct.patches] == [False, False, False]
     assert [bool(p.get_hatch()) for p in grouped.patches] == [True, True, True, False]
-    assert distinct.get_xticklabels()[2].get_text().startswith("PPO + critic")
-    notes = " ".join(t.get_text() for t in fig.texts)
-    assert "PPO + critic and REINFORCE + critic baseline have equal bars" in notes.replace("\n", " ")
+    assert distinct.get_xticklabels()[2].get_text() == "PPO + critic\nA = GAE(V),\nγ = λ = 1,\nwhitened"
+    notes = lambda **k: " ".join(t.get_text() for t in plots.plot_comparison_variance(  # noqa: E731
+        fake_comparison(**k)).texts).replace("\n", " ")  # fmt: skip
+    assert "A = GAE(V) and A = R - V(s) have equal bars" in notes(gae=0.45)  # the unwhitened GAE measured too
+    assert "equal bars" not in notes()  # PPO's own bar, 0.44, is not the critic baseline's, 0.45: no note
     assert "relative_variance" not in fig.get_suptitle() + distinct.get_ylabel()  # no internal key names
     assert "equal bars" not in " ".join(t.get_text() for t in plots.plot_comparison_variance(
         fake_comparison(gae=0.5)).texts)  # fmt: skip
@@ -350,7 +356,7 @@ def test_comparison_figures_read_panel_by_panel():
     assert grouped.get_ylabel() == distinct.get_ylabel() == plots.METRIC_LABELS["relative_variance_corrected"]
     assert grouped.yaxis.get_tick_params()["labelleft"]
     ticks = [t.get_text() for t in distinct.get_xticklabels() + grouped.get_xticklabels()]
-    assert "PPO + critic\nA = GAE(V),\nγ = λ = 1" in ticks
+    assert "PPO + critic\nA = GAE(V),\nγ = λ = 1,\nwhitened" in ticks
     assert "GRPO\nA = (R - group mean)\n/ group std" in ticks
     assert not any(line.startswith(("=", "λ")) or line.endswith("=") for t in ticks for line in t.split("\n"))
     fig = plots.plot_comparison_memory(fake_comparison())

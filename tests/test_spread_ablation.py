@@ -10,6 +10,7 @@ import torch
 
 from envs import ArithmeticTask
 from grpo_edu import functional as Fn
+from grpo_edu.measure.variance import estimator_advantages, ppo_advantages
 from grpo_edu.studies import spread_ablation as sa
 
 STORED = Path(__file__).resolve().parent / "data" / "spread_ablation" / "ablation.json"
@@ -135,10 +136,42 @@ def test_ppo_advantages_are_the_critics_whitened(tiny):
     n = ro.mask.sum()
     mu = A.sum() / n
     sigma = ((((A - mu) * ro.mask) ** 2).sum() / n).sqrt()
-    ppo = sa.ppo_advantages(policy, critic, ro, scores)
+    ppo = ppo_advantages(policy, critic, ro, scores)
     assert torch.allclose(ppo, (A - mu) / (sigma + 1e-8) * ro.mask, atol=1e-5)
     assert float((ppo * ro.mask).sum() / n) == pytest.approx(0.0, abs=1e-5)  # the mean shifted away
     assert abs(float(mu)) > 0.05 and not torch.allclose(ppo, A, atol=0.05)  # control: the unwhitened advantage
+    unwhitened = ppo_advantages(policy, critic, ro, scores, whiten_advantages=False)  # PPO's config is followed
+    assert torch.allclose(unwhitened, A, atol=1e-5)
+
+
+def test_ppos_estimator_is_measured_on_the_other_estimators_batches(tiny):
+    """`gradient_variance`'s "ppo" is PPO's own advantage's gradient, computed here directly with
+    `ppo_advantages` on the batches the seed samples; asking for it leaves the batches and the other
+    estimators' numbers exactly as they are without it (notebook 05 measures it beside the critic baseline,
+    once); and it differs from the critic baseline's, whose advantage it whitens (the control)."""
+    from grpo_edu.measure.common import flat_grad, rngs, trainable
+    from grpo_edu.measure.variance import gradient_variance, variance_stats
+    from grpo_edu.rollout import sample_batch, sequence_logprobs
+
+    policy, task, critic = tiny
+    kw = dict(n_batches=4, prompts_per_batch=4, group_size=8, layout="distinct", critic=critic, seed=3, progress=False)
+    ours = gradient_variance(policy, task, ("raw", "critic", "ppo"), **kw)
+    theirs = gradient_variance(policy, task, ("raw", "critic"), **kw)
+    for e in ("raw", "critic"):
+        assert ours[e] == theirs[e], e
+    rng, gen, grads = *rngs(3, "cpu"), []
+    with trainable(policy) as params:
+        for _ in range(4):
+            ro, scores = sample_batch(policy, task, 32, 1, rng, gen)[:2]
+            A = ppo_advantages(policy, critic, ro, scores)
+            loss = -(A * sequence_logprobs(policy, ro) * ro.mask).sum(1).mean()
+            grads.append(-flat_grad(loss, params))
+    direct = variance_stats(torch.stack(grads))
+    for k, v in direct.items():
+        assert ours["ppo"][k] == pytest.approx(v, rel=1e-6), k
+    assert ours["ppo"]["total_variance"] != pytest.approx(ours["critic"]["total_variance"], rel=1e-2)
+    with pytest.raises(ValueError, match="needs the policy"):
+        estimator_advantages("ppo", ro, scores)
 
 
 def test_ppo_gradient_variance_on_gradient_variances_batches(tiny):
@@ -157,6 +190,37 @@ def test_ppo_gradient_variance_on_gradient_variances_batches(tiny):
     assert ours["ppo"]["total_variance"] != pytest.approx(ours["critic"]["total_variance"], rel=1e-3)
     with pytest.raises(ValueError, match="n_batches"):
         sa.ppo_gradient_variance(policy, task, critic, n_batches=1)
+
+
+@pytest.mark.parametrize("whiten", [True, False])  # False: the control, PPO's GAE left unwhitened
+def test_compare_measures_ppos_own_estimator(tiny, whiten, monkeypatch):
+    """`grpo-edu compare`'s PPO row at the reference is PPO's estimator as it trains (its config followed):
+    whitened, it differs from the critic baseline's row; unwhitened (GAE at lambda 1, G_t - V(s_t)), it is
+    the critic baseline's, up to rounding. Either way it is `gradient_variance`'s "ppo" on compare's batches."""
+    from grpo_edu import get_preset, make_algorithm
+    from grpo_edu.measure import compare
+    from grpo_edu.measure.variance import gradient_variance
+    from grpo_edu.model import ModelConfig
+
+    policy, task, critic = tiny
+    monkeypatch.setattr(compare, "fit_critic", lambda *a, **k: (critic, {"explained_variance": 0.0}))
+    model = ModelConfig(vocab_size=17, d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
+    preset = get_preset("cpu", model=model, sequences_per_step=32, eval_every=1)
+    algos, configs = ("reinforce", "baseline", "ppo"), {"ppo": {"whiten_advantages": whiten}}
+    out = {"algorithms": {a: {"minibatches": make_algorithm(a).config.minibatches} for a in algos}}
+    compare.measure_at_reference(out, preset, task, policy, 3, False, algos, 1, configs)
+    rows, var = out["algorithms"], out["gradient_variance_distinct"]
+    assert compare.own_variance(out, "ppo") == ("32x1", var["ppo"])
+    assert rows["ppo"]["relative_variance"] == var["ppo"]["relative_variance"]
+    direct = gradient_variance(policy, task, ("raw", "ppo"), n_batches=3, prompts_per_batch=32, group_size=1,
+                               layout="distinct", critic=critic, seed=preset.seed, progress=False,
+                               ppo_config=configs["ppo"])["ppo"]  # fmt: skip
+    assert var["ppo"] == direct
+    ppo, base = (var[e]["total_variance"] for e in ("ppo", "critic"))
+    if whiten:
+        assert ppo != pytest.approx(base, rel=1e-2)
+    else:
+        assert ppo == pytest.approx(base, rel=1e-4)
 
 
 def test_records_without_ppos_measurement_say_so():

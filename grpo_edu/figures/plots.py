@@ -263,7 +263,8 @@ def _footnote(fig, lines, width: int = 140) -> None:
 _ESTIMATOR_WORDS = {  # estimator -> (its advantage, in words; the method that trains with it, if any)
     "raw": ("A = R", "reinforce"),
     "critic": ("A = R - V(s)", "baseline"),
-    "gae": ("A = GAE(V),\nγ = λ = 1", "ppo"),  # "\n": where a tick label may break (not inside an equation)
+    "gae": ("A = GAE(V),\nγ = λ = 1", None),  # "\n": where a tick label may break (not inside an equation)
+    "ppo": ("A = GAE(V),\nγ = λ = 1,\nwhitened", "ppo"),  # PPO's own: the GAE whitened over the batch
     "batch_mean": ("A = R - batch mean", None),
     "group_mean": ("A = R - group mean", None),
     "group_loo": ("A = R - mean of\nthe others (RLOO)", None),
@@ -278,7 +279,8 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
     distinct prompts x 1 answer, and prompts x G answers (every estimator measured there,
     REINFORCE's too), so that no bar stands beside one of another layout. A method's own
     layout is drawn solid, an estimator in a layout its method does not train with hatched.
-    Equal bars (PPO's and the critic baseline's at the reference) are explained under the panels."""
+    Equal bars (the unwhitened GAE's and the critic baseline's, when both are measured) are explained under the
+    panels."""
     algos = result.get("algorithms", {})
     label = {a: str(r.get("label", a)) for a, r in algos.items()}
     layouts = []  # (title, stats by estimator, grouped)
@@ -332,10 +334,10 @@ def plot_comparison_variance(result: Mapping, key: str = "relative_variance_corr
         f"Noise of each gradient estimator at the reference policy{what.get(key, ': ' + key)}, one panel per batch layout"
     )
     notes = []
-    if equal and "ppo" in algos and "baseline" in algos:
-        notes.append(f"{label['ppo']} and {label['baseline']} have equal bars: at the reference, before any update, "
-                     "PPO's advantage (GAE with γ = λ = 1, no KL yet) is R - V(s), the critic baseline's estimator "
-                     "with the same critic; clipping and batch reuse act only after the first update.")  # fmt: skip
+    if equal:
+        notes.append("A = GAE(V) and A = R - V(s) have equal bars: with γ = λ = 1 GAE's advantage is R - V(s), the "
+                     "critic baseline's estimator with the same critic; PPO trains with it whitened over the batch "
+                     "(its own bar), and clipping and batch reuse act only after the first update.")  # fmt: skip
     notes.append("Compare bars within a panel: the same number of answers spread over fewer prompts is noisier "
                  "(compare REINFORCE's A = R in both panels).")  # fmt: skip
     _footnote(fig, notes + [VARIANCE_FORMULA.get(key)])

@@ -21,8 +21,8 @@ from .verdicts import above, verdict
 
 ORDER = tuple(ALGORITHMS)  # the ladder, bottom up
 LABELS = {"reinforce": "REINFORCE", "baseline": "REINFORCE + critic baseline", "ppo": "PPO + critic", "grpo": "GRPO"}
-# the gradient estimator each algorithm applies (measure.variance names)
-ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "gae", "grpo": "group_norm"}
+# the gradient estimator each algorithm applies (measure.variance names; PPO's: GAE with the critic, whitened)
+ESTIMATOR_OF = {"reinforce": "raw", "baseline": "critic", "ppo": "ppo", "grpo": "group_norm"}
 TARGET = 0.9  # the accuracy whose cost (steps, completions, seconds) the comparison reports
 
 
@@ -143,8 +143,9 @@ def measure_at_reference(
     out, preset, task, reference, variance_batches, progress, algorithms, critic_steps, configs=None
 ):
     """Into ``out``: each method's estimator variance in the layout it trains with (prompts x 1;
-    GRPO prompts x G), one critic for both layouts; the memory of one step. Each algorithm is
-    built with its ``configs`` overrides, as it trained: G is GRPO's ``config.group_size``."""
+    GRPO prompts x G), one critic for both layouts (PPO's estimator its own: GAE with that critic, whitened
+    as `PPO.prepare` whitens); the memory of one step. Each algorithm is built with its ``configs``
+    overrides, as it trained: G is GRPO's ``config.group_size``, PPO's advantage follows its config."""
 
     def algorithm(name):  # a fresh one each time (a measurement sets it up on its own policy)
         return make_algorithm(name, **(configs or {}).get(name, {}))
@@ -152,10 +153,10 @@ def measure_at_reference(
     G = algorithm("grpo").config.group_size  # the group layout is GRPO's: its prompts x its G
     est = [ESTIMATOR_OF[a] for a in algorithms]
     critic = None
-    if {"critic", "gae"} & set(est):
+    if {"critic", "gae", "ppo"} & set(est):
         critic, fit = fit_critic(reference, task, steps=critic_steps, seed=preset.seed + 1, progress=progress)
     kw = dict(n_batches=variance_batches, prompts_per_batch=preset.prompts(G), group_size=G)
-    kw.update(seed=preset.seed, progress=progress, critic=critic)
+    kw.update(seed=preset.seed, progress=progress, critic=critic, ppo_config=(configs or {}).get("ppo", {}))
     extra = ["batch_mean", "group_mean", "group_loo"]
     var = gradient_variance(reference, task, estimators=tuple(dict.fromkeys(est + extra)), **kw)
     if critic is not None:

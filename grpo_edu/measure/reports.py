@@ -75,8 +75,8 @@ def format_table(result: dict) -> str:
     if len(lines) > len(algos) + 1:
         legend.append(
             "Measured at the reference: rel. var = tr Cov(g) / |mean g|^2 of the method's gradient estimate, "
-            "bias-corrected, in the layout it trains with (prompts x completions per prompt; PPO's estimator at the "
-            "reference is the critic baseline's, lambda = 1). peak MB = measured peak of one training step as the "
+            "bias-corrected, in the layout it trains with (prompts x completions per prompt; PPO's is its own: GAE with "
+            "the critic, lambda = 1, whitened over the batch's tokens as PPO trains). peak MB = measured peak of one training step as the "
             "method trains: its rows per update (batch / minibatches: REINFORCE and the baseline update on the whole "
             "batch, so their activations are larger) and, for GRPO, each prompt run once for its G rows. "
             "'own prompt per row' = the same step with every row running its own copy of its prompt (the same for "

@@ -56,6 +56,8 @@ def fit_critic(
 
 ESTIMATORS = ("raw", "batch_mean", "critic", "gae", "group_mean", "group_loo", "group_norm", "optimal")
 GROUP_ESTIMATORS = ("group_mean", "group_loo", "group_norm")
+# measured on request only (not among the defaults): PPO's own advantage, which needs the policy (`ppo_advantages`)
+PPO_ESTIMATOR = "ppo"
 
 GRPO_EPS = GRPOConfig.adv_eps  # eps of (r - mean) / (std + eps): GRPO's default (1e-4), not Fn's (1e-6)
 
@@ -102,6 +104,30 @@ def optimal_baseline(rewards, score_norm2) -> float:
     return float((r * s2).sum() / s2.sum())
 
 
+class _FittedCritic:
+    """A fitted critic (a `ValueModel`) where `PPO.prepare` reads V(s_t): ``critic.values(rollout)``."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @torch.no_grad()
+    def values(self, rollout) -> torch.Tensor:
+        return completion_values(self.model, rollout)
+
+
+def ppo_advantages(policy, critic, rollout, scores, **config) -> torch.Tensor:
+    """PPO's advantages [B, T] at its start, where its policy is its reference, as `PPO.prepare` computes
+    them (PPO's default config, or ``config``'s overrides): GAE of the reward less beta k1 (k1 = 0 where
+    pi = pi_ref, up to rounding) with ``critic``'s V(s_t) (a fitted `ValueModel`), then whitened over the
+    batch's tokens (``whiten_advantages``): the batch mean subtracted (a second baseline), the std divided out."""
+    from ..algorithms import make_algorithm
+
+    algo = make_algorithm("ppo", **config)
+    algo.policy = algo.reference = policy
+    algo.critic = _FittedCritic(critic)
+    return algo.prepare(rollout, scores).advantages
+
+
 def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_star=None, gae_lambda=1.0):
     """The advantage A of one estimator, [B] or [B, T] (R = sum_t r_t, here 0/1):
 
@@ -113,7 +139,11 @@ def estimator_advantages(name, rollout, scores, group_size=1, values=None, b_sta
     group_mean A = R - mean_group(R)                   Dr. GRPO (biased: (G-1)/G of RLOO's step)
     group_loo  A = R - mean of the other G-1 in the group   RLOO (unbiased)
     group_norm A = (R - mean_group(R)) / (std_group(R) + 1e-4)     GRPO
+
+    PPO's own ("ppo": gae, then whitened over the batch) needs the policy: `ppo_advantages`.
     """
+    if name == PPO_ESTIMATOR:
+        raise ValueError("the 'ppo' estimator needs the policy and the critic: use ppo_advantages")
     mask, R = rollout.mask, Fn.masked_sum(scores, rollout.mask, dim=1)
     if name in ("raw", "batch_mean", "optimal"):
         return R - {"raw": 0.0, "batch_mean": R.mean(), "optimal": b_star}[name]
@@ -140,6 +170,7 @@ def gradient_variance(
     progress=True,
     gae_lambda=1.0,
     critic_steps=150,
+    ppo_config=None,
 ) -> dict:
     """MEASURED: the spread of K = n_batches policy-gradient estimates at one fixed policy. For
     each of K batches of N = prompts_per_batch x group_size sequences and each estimator e:
@@ -151,12 +182,14 @@ def gradient_variance(
     ``{e: variance_stats(g^e_1..K) | {"cosine_to_raw": cos(g_bar^e, g_bar^raw)}}`` (near 1: all
     are unbiased) and "_meta". A critic is fitted (``critic_steps``) when not given; b* comes
     from ``score_norms`` on a separate batch. group_norm divides A by std ~ 0.3, scaling the
-    raw variance: compare the relative numbers and cosines.
+    raw variance: compare the relative numbers and cosines. ``"ppo"`` (asked for by name, not a
+    default): PPO's own advantage, `ppo_advantages` with ``ppo_config``'s overrides (GAE at PPO's
+    lambda, whitened over the batch's tokens).
     """
-    unknown = [e for e in estimators if e not in ESTIMATORS]
+    unknown = [e for e in estimators if e not in (*ESTIMATORS, PPO_ESTIMATOR)]
     if layout not in ("group", "distinct") or unknown or not estimators or n_batches < 2:
         raise ValueError(
-            f"need layout 'group'|'distinct' (got {layout!r}), estimators from {ESTIMATORS} "
+            f"need layout 'group'|'distinct' (got {layout!r}), estimators from {(*ESTIMATORS, PPO_ESTIMATOR)} "
             f"(unknown: {unknown}) and n_batches >= 2 (got {n_batches})"
         )
     t0, N = time.perf_counter(), prompts_per_batch * group_size
@@ -165,7 +198,7 @@ def gradient_variance(
     estimators = [e for e in estimators if e not in skipped]
     meta = dict(layout=layout, n_batches=n_batches, sequences_per_batch=N, prompts_per_batch=n_prompts)
     meta.update(group_size=G, skipped=skipped)
-    if {"critic", "gae"} & set(estimators) and critic is None:
+    if {"critic", "gae", PPO_ESTIMATOR} & set(estimators) and critic is None:
         critic, info = fit_critic(policy, task, steps=critic_steps, seed=seed + 1, progress=progress)
         meta["critic_explained_variance"] = info["explained_variance"]
     b_star = score_norms(policy, task, n=min(N, 512), seed=seed + 2)["b_star"] if "optimal" in estimators else None
@@ -182,7 +215,10 @@ def gradient_variance(
                 values = completion_values(critic, ro) if critic is not None else None
             logp = sequence_logprobs(policy, ro)  # [B, T], differentiable, one forward per batch
             for j, e in enumerate(estimators):
-                A = estimator_advantages(e, ro, scores, G, values, b_star, gae_lambda)
+                if e == PPO_ESTIMATOR:
+                    A = ppo_advantages(policy, critic, ro, scores, **(ppo_config or {}))
+                else:
+                    A = estimator_advantages(e, ro, scores, G, values, b_star, gae_lambda)
                 loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, A), ro.mask, dim=1).mean()
                 grads[e].append(-flat_grad(loss, params, retain_graph=j < len(estimators) - 1).cpu())
     policy.train(was_training)

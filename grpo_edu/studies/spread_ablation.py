@@ -75,6 +75,7 @@ import torch
 
 from ..algorithms import make_algorithm
 from ..measure.common import reach, rngs, spread
+from ..measure.variance import ppo_advantages
 from ..measure.verdicts import paired, rule, verdict
 from ..warmstart.presets import get_preset
 
@@ -349,30 +350,6 @@ def predicted_ratio(rewards, v0, score_norm2) -> tuple[float, float]:
     return float(terms.sum() / (R**2 * s2).sum()), float(terms[R < 0.5].sum() / terms.sum())
 
 
-class _FittedCritic:
-    """A fitted critic (a `ValueModel`) where `PPO.prepare` reads V(s_t): ``critic.values(rollout)``."""
-
-    def __init__(self, model):
-        self.model = model
-
-    @torch.no_grad()
-    def values(self, rollout) -> torch.Tensor:
-        from ..rollout import completion_values
-
-        return completion_values(self.model, rollout)
-
-
-def ppo_advantages(policy, critic, rollout, scores) -> torch.Tensor:
-    """PPO's advantages [B, T] at its start, where its policy is its reference, as `PPO.prepare` computes
-    them (PPO's default config): GAE of the reward less beta k1 (k1 = 0 where pi = pi_ref, up to rounding)
-    with ``critic``'s V(s_t) (a fitted `ValueModel`), then whitened over the batch's tokens: the batch mean
-    subtracted (a second baseline), the std divided out."""
-    algo = make_algorithm("ppo")
-    algo.policy = algo.reference = policy
-    algo.critic = _FittedCritic(critic)
-    return algo.prepare(rollout, scores).advantages
-
-
 PPO_ESTIMATORS = ("raw", "critic", "ppo")
 
 
@@ -381,7 +358,7 @@ def ppo_gradient_variance(policy, task, critic, n_batches=16, sequences=512, see
     its "distinct" layout (``sequences`` prompts x 1): per batch k and estimator e,
     ``g_k^e = grad 1/N sum_i sum_t A^e_{i,t} log pi(a_{i,t} | s_{i,t})``, one backward each on the same
     batch, for REINFORCE's A = R ("raw"), the critic baseline's A_t = G_t - V(s_t) ("critic") and PPO's
-    (`ppo_advantages`, "ppo"). Returns ``{e: variance_stats | {"cosine_to_raw"}}``; "raw" and "critic" are
+    (`measure.variance.ppo_advantages`, "ppo"). Returns ``{e: variance_stats | {"cosine_to_raw"}}``; "raw" and "critic" are
     `gradient_variance`'s on the same seed (the test holds them equal)."""
     from .. import functional as Fn
     from ..measure.common import flat_grad, trainable
