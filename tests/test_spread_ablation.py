@@ -174,24 +174,6 @@ def test_ppos_estimator_is_measured_on_the_other_estimators_batches(tiny):
         estimator_advantages("ppo", ro, scores)
 
 
-def test_ppo_gradient_variance_on_gradient_variances_batches(tiny):
-    """REINFORCE's and the critic baseline's numbers are `gradient_variance`'s at the same seed (the same
-    batches, measured the same way), exactly; PPO's, on those batches, differs from the critic's."""
-    from grpo_edu.measure.variance import gradient_variance
-
-    policy, task, critic = tiny
-    kw = dict(n_batches=4, seed=3)
-    ours = sa.ppo_gradient_variance(policy, task, critic, sequences=32, **kw)
-    theirs = gradient_variance(policy, task, ("raw", "critic"), prompts_per_batch=4, group_size=8, layout="distinct",
-                               critic=critic, progress=False, **kw)  # fmt: skip
-    assert set(ours) == set(sa.PPO_ESTIMATORS)
-    for e in ("raw", "critic"):
-        assert ours[e] == theirs[e], e
-    assert ours["ppo"]["total_variance"] != pytest.approx(ours["critic"]["total_variance"], rel=1e-3)
-    with pytest.raises(ValueError, match="n_batches"):
-        sa.ppo_gradient_variance(policy, task, critic, n_batches=1)
-
-
 @pytest.mark.parametrize("whiten", [True, False])  # False: the control, PPO's GAE left unwhitened
 def test_compare_measures_ppos_own_estimator(tiny, whiten, monkeypatch):
     """`grpo-edu compare`'s PPO row at the reference is PPO's estimator as it trains (its config followed):

@@ -21,10 +21,10 @@ taught) and the hard ones, and KL(pi || pi_ref) per answer on fresh samples (the
 
 `measure_reference` measures, at each world's reference and over seeds, what notebook 05 explains the
 gradient noise with: each rung's relative gradient variance (`measure.gradient_variance`, the layout each
-trains with; PPO's with its whitened advantage, `ppo_gradient_variance`), V(s_0)'s explained share of the
-reward (a critic fitted as `grpo-edu compare` fits it), EV_max, and the score norms of right and wrong
-answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's baseline puts weight V(s_0)^2 on every wrong
-answer, which REINFORCE (A = R) leaves at zero.
+trains with; PPO's its whitened advantage, `measure.variance.ppo_advantages`, on the critic baseline's
+batches), V(s_0)'s explained share of the reward (a critic fitted as `grpo-edu compare` fits it), EV_max,
+and the score norms of right and wrong answers: tr Cov(g) ~ E[(R - b)^2 |s|^2], and the critic's baseline
+puts weight V(s_0)^2 on every wrong answer, which REINFORCE (A = R) leaves at zero.
 
 MEASURED (cpu preset, 128 steps x 512 completions, seeds 0, 1, 2; ``python -m grpo_edu.studies.spread_ablation
 --seeds 3``, kept in tests/data/spread_ablation/ablation.json; `format_table` prints it whole, notebook 05
@@ -75,7 +75,6 @@ import torch
 
 from ..algorithms import make_algorithm
 from ..measure.common import reach, rngs, spread
-from ..measure.variance import ppo_advantages
 from ..measure.verdicts import paired, rule, verdict
 from ..warmstart.presets import get_preset
 
@@ -350,51 +349,12 @@ def predicted_ratio(rewards, v0, score_norm2) -> tuple[float, float]:
     return float(terms.sum() / (R**2 * s2).sum()), float(terms[R < 0.5].sum() / terms.sum())
 
 
-PPO_ESTIMATORS = ("raw", "critic", "ppo")
-
-
-def ppo_gradient_variance(policy, task, critic, n_batches=16, sequences=512, seed=0) -> dict:
-    """MEASURED as `gradient_variance` measures its estimators, on the batches it samples at ``seed`` in
-    its "distinct" layout (``sequences`` prompts x 1): per batch k and estimator e,
-    ``g_k^e = grad 1/N sum_i sum_t A^e_{i,t} log pi(a_{i,t} | s_{i,t})``, one backward each on the same
-    batch, for REINFORCE's A = R ("raw"), the critic baseline's A_t = G_t - V(s_t) ("critic") and PPO's
-    (`measure.variance.ppo_advantages`, "ppo"). Returns ``{e: variance_stats | {"cosine_to_raw"}}``; "raw" and "critic" are
-    `gradient_variance`'s on the same seed (the test holds them equal)."""
-    from .. import functional as Fn
-    from ..measure.common import flat_grad, trainable
-    from ..measure.variance import estimator_advantages, variance_stats
-    from ..rollout import completion_values, sample_batch, sequence_logprobs
-
-    if n_batches < 2 or sequences < 2:
-        raise ValueError(f"need n_batches >= 2 and sequences >= 2, got {n_batches} and {sequences}")
-    rng, gen = rngs(seed, next(policy.parameters()).device)
-    grads = {e: [] for e in PPO_ESTIMATORS}
-    was_training, _ = policy.training, policy.eval()
-    with trainable(policy) as params:
-        for _ in range(n_batches):
-            ro, scores = sample_batch(policy, task, sequences, 1, rng, gen)[:2]
-            with torch.no_grad():
-                values = completion_values(critic, ro)
-            logp = sequence_logprobs(policy, ro)
-            adv = {e: estimator_advantages(e, ro, scores, 1, values) for e in ("raw", "critic")}
-            adv["ppo"] = ppo_advantages(policy, critic, ro, scores)
-            for j, e in enumerate(PPO_ESTIMATORS):
-                loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, adv[e]), ro.mask, dim=1).mean()
-                grads[e].append(-flat_grad(loss, params, retain_graph=j < len(PPO_ESTIMATORS) - 1).cpu())
-    policy.train(was_training)
-    g_bar = {e: torch.stack(gs).double().mean(0) for e, gs in grads.items()}
-    out = {e: variance_stats(torch.stack(gs)) for e, gs in grads.items()}
-    for e in grads:
-        out[e]["cosine_to_raw"] = float(torch.nn.functional.cosine_similarity(g_bar[e], g_bar["raw"], dim=0))
-    return out
-
-
 def measure_reference(preset="cpu", world="spread", seed=0, batches=16, critic_steps=50, score_n=512,
                       success_prompts=384) -> dict:  # fmt: skip
     """MEASURED at ``world``'s reference, seed ``seed``: each rung's relative gradient variance
     (bias-corrected, `gradient_variance`, ``batches`` batches in the layout it trains with; PPO's, its
-    whitened advantage, by `ppo_gradient_variance` on the same batches as the critic baseline's), the explained share of R by V(s_0) of a critic
-    fitted ``critic_steps`` steps, EV_max (`variance_decomposition`, ``success_prompts`` prompts x 64
+    whitened advantage, estimator "ppo", on the same batches as the critic baseline's), the explained share of R by
+    V(s_0) of a critic fitted ``critic_steps`` steps, EV_max (`variance_decomposition`, ``success_prompts`` prompts x 64
     answers), and from ``score_n`` answers to distinct prompts: |s|^2 of right and wrong answers, b*, and
     `predicted_ratio` with the critic's V(s_0), and with every score as long (``"predicted_equal_norms"``: the
     score norms' part switched off). ``"gradients"``: the two `gradient_variance` results and ``"ppo"``, PPO's
@@ -413,9 +373,10 @@ def measure_reference(preset="cpu", world="spread", seed=0, batches=16, critic_s
     critic, fit = fit_critic(reference, task, steps=critic_steps, seed=seed + 1, progress=False)
     G = make_algorithm("grpo").config.group_size
     kw = dict(n_batches=batches, prompts_per_batch=p.prompts(G), group_size=G, critic=critic, progress=False)
-    distinct = gradient_variance(reference, task, ("raw", "batch_mean", "critic"), layout="distinct", seed=seed, **kw)
+    est = ("raw", "batch_mean", "critic", "ppo")  # one batch, one forward, a backward per estimator
+    distinct = gradient_variance(reference, task, est, layout="distinct", seed=seed, **kw)
+    ppo = distinct.pop("ppo")  # kept apart: records before PPO's own was measured have no "ppo"
     grouped = gradient_variance(reference, task, ("raw", "group_mean", "group_loo", "group_norm"), seed=seed, **kw)
-    ppo = ppo_gradient_variance(reference, task, critic, batches, p.prompts(G) * G, seed)["ppo"]
     key = "relative_variance_corrected"
     rel = {"reinforce": distinct["raw"][key], "baseline": distinct["critic"][key], "ppo": ppo[key],
            "grpo": grouped["group_norm"][key], "batch_mean": distinct["batch_mean"][key],
