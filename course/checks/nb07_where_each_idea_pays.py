@@ -6,7 +6,7 @@ collapse (three); the reference sampling mostly wrong answers, the offset term l
 (three); what copes with the offset (three); GRPO's invariance (four); the worse reward model gamed and the KL
 penalty limiting it (five); the policy writing r_phi's exploits (one); the mixed-digit search (two); the length
 bias in the gradient (six, in a loop over wrong and right answers); length and correctness uncorrelated within
-groups (two). All 31 claims run here, each with a control computed beside it (the two asserted controls are
+groups (two). All 31 of those claims run here, each with a control computed beside it (the two asserted controls are
 their checks' controls now, and fail in every draw). The results the lesson prints with their range over five
 seeds are recorded, not checked.
 
@@ -308,8 +308,8 @@ def _spread_world(ns) -> dict:
 
 @check(
     NB,
-    claim="On the default task the critic explains almost nothing (under 0.0165 of the reward), and the group mean "
-    "leaves as much variance as the batch mean, or more (ratio above 0.9)",
+    claim="On the default task the critic explains almost nothing (under 0.0165 of the reward), and the leave-one-out "
+    "group mean (RLOO's) leaves as much variance as the batch mean, or more (ratio above 0.9)",
     control="the same two measures at the spread world's reference on the same task (notebook 08's world, where "
     "prompts' difficulty varies)",
 )
