@@ -15,7 +15,12 @@ reference's pass@256 on the hard prompts printed (below 0.5 on each shift, not b
 set from the spread (V(s_0)'s excess in the spread world, 0.15; GRPO's tied share, 0.2). Redrawn with measured
 controls where two were constants: RL's rise in pass@1 (now by over 0.1) against the reference's own pass@1 on a
 second draw, and dynamic sampling's completions against its run with the resampling off; the tied share predicted
-from p_q by the unbiased estimate from the counts (`measure.difficulty.tied_share`), not the plug-in.
+from p_q by the unbiased estimate from the counts (`measure.difficulty.tied_share`), not the plug-in. Redrawn
+after a reader's round: the tied share as the p_q predict asserted in the spread world only, against one p's
+prediction (in the default world the two are not told apart at 512 groups: printed); GRPO's tied share in the
+spread world printed beside the default world's GRPO run (no bound three deviations from the spread world's mean
+separates them); dynamic sampling's completions against what plain GRPO's tied
+share predicts, 1/(1 - t), with one p's t as the control.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from course.checks import Measured, check, printed
 
 NB = "08_easy_and_hard_prompts"
 WORLDS = ("default", "spread")
-OTHER = dict(zip(WORLDS, reversed(WORLDS)))
 
 
 @check(
@@ -227,24 +231,27 @@ def split_sums_to_prediction(ns):
     ]
 
 
+def _one_p_tied(ns, w: str) -> float:
+    """The tied share one p for every prompt predicts, p^G + (1 - p)^G at the world's mean success."""
+    m, G = ns["dec"][w]["mean"], ns["G"]
+    return m**G + (1 - m) ** G
+
+
 @check(
     NB,
-    claim="The share of tied groups is what the p_q predict, E_q[p^G + (1 - p)^G] estimated without bias from the "
-    "counts of right answers, within 0.08, in each world",
-    control="the other world's prediction",
+    claim="In the spread world the share of tied groups is what the p_q predict, E_q[p^G + (1 - p)^G] estimated "
+    "without bias from the counts of right answers, within 0.08",
+    control="the prediction of one p for every prompt, p^G + (1 - p)^G at the mean p, in the same world",
 )
 def tied_predicted(ns):
     adv, dec = ns["adv"], ns["dec"]
-    return [
-        Measured(
-            f"{w}: |measured - predicted|",
-            abs(adv[w]["tied"] - dec[w]["tied"]),
-            "<",
-            0.08,
-            abs(adv[w]["tied"] - dec[OTHER[w]]["tied"]),
-        )
-        for w in WORLDS
-    ]
+    return Measured(
+        "spread: |measured - predicted|",
+        abs(adv["spread"]["tied"] - dec["spread"]["tied"]),
+        "<",
+        0.08,
+        abs(adv["spread"]["tied"] - _one_p_tied(ns, "spread")),
+    )
 
 
 @check(
@@ -254,41 +261,57 @@ def tied_predicted(ns):
     control="the default world's excess over its own one-p prediction",
 )
 def spread_ties_by_difficulty(ns):
-    adv, dec, G = ns["adv"], ns["dec"], ns["G"]
-
     def excess(w):
-        m = dec[w]["mean"]
-        return adv[w]["tied"] - (m**G + (1 - m) ** G)
+        return ns["adv"][w]["tied"] - _one_p_tied(ns, w)
 
     return Measured("measured tied share - one-p prediction", excess("spread"), ">", 0.3, excess("default"))
 
 
-@check(
+def _tied_trained_on(h) -> float:
+    """The mean share of tied groups in a run's batches over its steps (TRL's frac_reward_zero_std)."""
+    return float(np.nanmean(h.series("frac_reward_zero_std")))
+
+
+@printed(
     NB,
-    claim="GRPO in the spread world trains on many tied groups: their share over the 50 steps above 0.2",
-    control="the dynamic-sampling run, which drops them",
+    claim="GRPO in the spread world trains on more tied groups than in the default world: their share over "
+    "the 50 steps",
+    control="GRPO's 50 steps in the default world (the run of section 8), the same share",
+    why="over shifts 0-4 the spread world's share ran from 0.42 to 0.65 (mean 0.51, sd 0.096) and the default "
+    "world's from 0.16 to 0.26: a bound three deviations below the spread world's mean (0.23) is passed by the "
+    "default world's run on two of five seeds, so no bound separates them; the lesson says on how many seeds "
+    "the default world's run tied fewer (tied_trained_on)",
 )
 def grpo_trains_on_tied(ns):
     return Measured(
         "spread, GRPO: mean share of tied groups",
-        np.nanmean(ns["plain"].series("frac_reward_zero_std")),
+        _tied_trained_on(ns["plain"]),
         ">",
         0.2,
-        np.nanmean(ns["dyn"].series("frac_reward_zero_std")),
+        _tied_trained_on(ns["runs"]["GRPO (default world)"]["history"]),
     )
 
 
 @check(
     NB,
-    claim="... and dynamic sampling samples over 1.3x as many completions in the same 50 steps to drop them",
-    control="dynamic sampling with its resampling off (max_resample=0: tied groups dropped, none sampled in "
-    "their place), 50 steps from the spread reference",
+    claim="Dynamic sampling's extra completions are the tied groups it drops: its completions over plain GRPO's in "
+    "the same 50 steps are within x1.4 of 1/(1 - the tied share plain GRPO trained on)",
+    control="the same ratio against one p's prediction, 1/(1 - t) with t = p^G + (1 - p)^G at the spread "
+    "reference's mean p",
 )
 def dynamic_costs_samples(ns):
-    plain = ns["plain"].steps[-1]["samples"]
-    off = ns["run"]("spread", dynamic_sampling=True, max_resample=0)["history"].steps[-1]["samples"]
+    ratio = ns["dyn"].steps[-1]["samples"] / ns["plain"].steps[-1]["samples"]
+
+    def off(predicted):  # the larger of measured / predicted and its inverse
+        return max(ratio / predicted, predicted / ratio)
+
     return Measured(
-        "completions, dynamic sampling / plain", ns["dyn"].steps[-1]["samples"] / plain, ">", 1.3, off / plain, "log"
+        "completions ratio over 1/(1 - tied share), either way",
+        off(1 / (1 - _tied_trained_on(ns["plain"]))),
+        "<",
+        1.4,
+        off(1 / (1 - _one_p_tied(ns, "spread"))),
+        "log",
     )
 
 
@@ -438,6 +461,50 @@ def score_weighted_prediction(ns):
 def variance_shares(ns):
     split = ns["split"]
     return [Measured(b, split[b]["easy, wrong"] / sum(split[b].values()), ">", 0.5) for b in split]
+
+
+@printed(
+    NB,
+    claim="In the default world, the measured tied share's distance from the p_q's prediction and from one p's",
+    why="at 512 groups the two predictions are not told apart there: the distance from one p's (0.001 to 0.068 over "
+    "the draws before this registry's redraw) overlaps the distance from the p_q's (0.003 to 0.043), so a bound "
+    "that the p_q's prediction passes, one p's passes too",
+)
+def tied_default(ns):
+    adv, dec = ns["adv"], ns["dec"]
+    return [
+        Measured(
+            "default: |measured - predicted from p_q|", abs(adv["default"]["tied"] - dec["default"]["tied"]), "<", 0.08
+        ),
+        Measured(
+            "default: |measured - one-p prediction|",
+            abs(adv["default"]["tied"] - _one_p_tied(ns, "default")),
+            "<",
+            0.08,
+        ),
+    ]
+
+
+@printed(
+    NB,
+    claim="The mean share of tied groups GRPO trained on over its 50 steps, in each world; dynamic sampling's "
+    "completions over plain GRPO's, and 1/(1 - plain GRPO's tied share)",
+    why="quoted with their range; the completions against the ties are checked (dynamic_costs_samples); the "
+    "two worlds' shares overlap a three-deviation bound (grpo_trains_on_tied)",
+)
+def tied_trained_on(ns):
+    spread = _tied_trained_on(ns["plain"])
+    return [
+        Measured("spread, GRPO", spread, ">", 0.0),
+        Measured("default, GRPO", _tied_trained_on(ns["runs"]["GRPO (default world)"]["history"]), ">", 0.0),
+        Measured(
+            "completions, dynamic sampling / plain",
+            ns["dyn"].steps[-1]["samples"] / ns["plain"].steps[-1]["samples"],
+            ">",
+            1.0,
+        ),
+        Measured("1 / (1 - spread GRPO's tied share)", 1 / (1 - spread), ">", 1.0),
+    ]
 
 
 @printed(

@@ -8,7 +8,9 @@ little; the junk world's reward climbs with either baseline. All 14 run here, ea
 it. The scratchpad world's reading of the form token, and the two pairs' differences in accuracy, were printed
 before and are recorded here, not checked. The agreement of V*'s EV_0 with EV_max is relative to EV_max (an
 absolute bound passed when V* explained nothing of the default world's small EV_max), against V*(s_0) with the
-prompts' values shuffled among the same answers.
+prompts' values shuffled among the same answers. Redrawn after a reader's round: asserted in the spread world only;
+in the default world a constant V*(s_0) (EV 0) sat 1.0 EV_max away, 0.1 past a bound three deviations above
+the draws, so there it is printed.
 """
 
 from __future__ import annotations
@@ -52,26 +54,19 @@ def _shuffled_v0_ev(ns, w: str) -> float:
 
 @check(
     NB,
-    claim="Two estimates of one number agree: the exact V*(s_0)'s explained variance and part 1's EV_max differ by "
-    "under 0.9 EV_max in the default world, where EV_max is near 0, and under 0.25 EV_max in the spread world",
+    claim="In the spread world the exact V*(s_0) explains what part 1's EV_max says a value of the prompt can: "
+    "the two differ by under 0.25 EV_max",
     control="V*(s_0) of the same answers with the prompts' values shuffled among them, against EV_max",
 )
 def exact_v_matches_ev_max(ns):
-    pos, dec = ns["pos"], ns["dec"]
-    bound = {"default": 0.9, "spread": 0.25}
-    out = []
-    for w in WORLDS:
-        m = dec[w]["ev_max"]
-        out.append(
-            Measured(
-                f"{w}: |V*'s EV_0 - EV_max| / EV_max",
-                abs(pos[w]["oracle_ev"][0] - m) / m,
-                "<",
-                bound[w],
-                abs(_shuffled_v0_ev(ns, w) - m) / m,
-            )
-        )
-    return out
+    pos, m = ns["pos"], ns["dec"]["spread"]["ev_max"]
+    return Measured(
+        "spread: |V*'s EV_0 - EV_max| / EV_max",
+        abs(pos["spread"]["oracle_ev"][0] - m) / m,
+        "<",
+        0.25,
+        abs(_shuffled_v0_ev(ns, "spread") - m) / m,
+    )
 
 
 @check(
@@ -180,6 +175,20 @@ def junk_reward_climbs(ns):
 
 
 # ------------------------------------------------------------------ printed, not checked
+
+
+@printed(
+    NB,
+    claim="In the default world, the exact V*(s_0)'s explained variance against part 1's EV_max",
+    why="EV_max (about 0.017) is too small for 2048 answers to resolve: a V*(s_0) that explains nothing (a "
+    "constant, EV 0) is 1.0 EV_max away, and the draws before this registry's redraw ran from 0.01 to 0.44 (sd "
+    "0.18), so a bound three deviations above them (0.9) fails the constant by 0.1 only",
+)
+def exact_v_default(ns):
+    m = ns["dec"]["default"]["ev_max"]
+    return Measured(
+        "default: |V*'s EV_0 - EV_max| / EV_max", abs(ns["pos"]["default"]["oracle_ev"][0] - m) / m, "<", 1.0
+    )
 
 
 @printed(
