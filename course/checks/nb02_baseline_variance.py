@@ -11,7 +11,9 @@ A reader's round added three printed results: the group layout's batch mean and 
 share of prompts whose own mean lies above their own b*_q, and the easy prompts' score gap in the spread world.
 Reader's round 8: that share also beyond 2 b*_q (where a constant adds variance); E[R] / b* held above 2 ("far");
 the trained policy's sampled reward over the reference's on 16384 answers each, so that its control (the reference
-on another 16384) sits far from the bound.
+on another 16384) sits far from the bound. Reader's round 9: diversity_beats_baselines printed (its control, REINFORCE's
+own ratio 1 among the candidates, could not pass by construction); the printed results' reasons no longer quote values
+the testing page's row shows.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def critic_ev_spread(ns):
     claim="Every group baseline (group mean, RLOO, GRPO's normalised advantage) adds gradient variance against "
     "REINFORCE in the group layout, in both worlds: the least of their ratios to raw",
     control="b* in the same layout and world: a constant far below the mean reward, whose ratio to raw stays within "
-    "a few percent of 1, what K batches can resolve",
+    "a few percent of 1",
 )
 def group_baselines_add(ns):
     rel = ns["rel"]
@@ -101,10 +103,13 @@ def group_mean_vs_batch_mean(ns):
     ]
 
 
-@check(
+@printed(
     NB,
     claim="Grouping raises the variance more than any baseline lowers it: spending the completions on groups raises "
     "REINFORCE's variance by a larger factor than the best baseline's ratio takes off, in both worlds",
+    why="no control can fail it: the control it had, the distinct layout times the best baseline's ratio, is at "
+    "most 1 by construction (REINFORCE's own ratio, 1, is among the candidates), and no layout change that leaves "
+    "the variance as it is was measured; the values, above 1 at every draw, are in this row",
     control="the distinct layout itself (a factor of 1 from the layout, times the best baseline's ratio)",
 )
 def diversity_beats_baselines(ns):
@@ -196,8 +201,8 @@ def trained_right_more_often(ns):
 @printed(
     NB,
     claim="The between-prompt share of the reward's variance (what a perfect V(s_0) explains), in each world",
-    why="the default world's share was 0.006 to 0.018 at shifts 0-4 and 0.076 at held-out shift 13 (native "
-    "kernel), past the bound 0.05 it had then; the spread world's is recorded beside it",
+    why="the default world's share was 0.076 at an earlier held-out shift 13 (native kernel), past the bound 0.05 "
+    "it had then; the spread world's is recorded beside it",
 )
 def prompt_share(ns):
     return [Measured(f"{w}: between-prompt share", ns["ceiling"][w], ">", 0.0) for w in WORLDS]
@@ -206,8 +211,8 @@ def prompt_share(ns):
 @printed(
     NB,
     claim="The critic learned the mean reward: mean V(s_0) minus the mean reward, in each world",
-    why="in the default world -0.002 to +0.008 at the calibration runs, +0.036 at held-out shift 6 (`default` "
-    "kernel), past the old bound 0.03 (the mean reward itself is known to +-0.014 from 512 samples)",
+    why="in the default world +0.036 at an earlier held-out shift 6 (`default` kernel), past the old bound 0.03 "
+    "(the mean reward itself is known to +-0.014 from 512 samples)",
 )
 def critic_mean_offset(ns):
     return [
@@ -218,9 +223,9 @@ def critic_mean_offset(ns):
 
 @printed(
     NB,
-    claim="Every estimator estimates the same direction: the least cosine of an estimator's mean gradient to REINFORCE's",
-    why="a null claim (no estimator here turns the gradient), with no positive case to show a bound failing; "
-    ">= 0.985 in the default world's calibration runs",
+    claim="Every estimator estimates the same direction at the references: the least cosine of an estimator's mean "
+    "gradient to REINFORCE's, in each world",
+    why="a null claim (no estimator here turns the gradient), with no positive case to show a bound failing",
 )
 def min_cosine(ns):
     return [
@@ -237,8 +242,8 @@ def min_cosine(ns):
 @printed(
     NB,
     claim="The layouts' factor: REINFORCE's relative variance with groups over distinct prompts",
-    why="x1.66 to x1.95 at shifts 0-4 in the default world, x1.19 at held-out shift 14 (`default` kernel), "
-    "past the bound 1.4 it had then (that it beats every baseline is checked: diversity_beats_baselines)",
+    why="x1.19 in the default world at an earlier held-out shift 14 (`default` kernel), past the bound 1.4 it had "
+    "then (that it outweighs every baseline is printed too: diversity_beats_baselines)",
 )
 def layouts_factor(ns):
     return [Measured(f"{w}: groups over distinct prompts, raw", ns["diversity"][w], ">", 1.4) for w in WORLDS]
@@ -247,8 +252,8 @@ def layouts_factor(ns):
 @printed(
     NB,
     claim="b* changes the variance by a few percent: its ratio to raw, distinct prompts",
-    why="0.95 to 1.02 in both layouts at the calibration runs, 0.091 off 1 at held-out shift 17 (native), "
-    "past the bound 0.08 it had then; and 0.080 off 1 after training at held-out shift 16 (`default`)",
+    why="0.091 off 1 at an earlier held-out shift 17 (native), past the bound 0.08 it had then; and 0.080 off 1 "
+    "after training at held-out shift 16 (`default`)",
 )
 def bstar_ratio(ns):
     rel = ns["rel"]
@@ -258,8 +263,7 @@ def bstar_ratio(ns):
 @printed(
     NB,
     claim="In the default world the batch mean and the critic add variance against raw (distinct prompts)",
-    why="1.24 to 1.63 (batch mean) and 1.19 to 1.82 (critic) at shifts 0-4: above 1 each time, by under three "
-    "deviations",
+    why="above 1 at every calibration shift, by under three deviations (the values are in this row)",
 )
 def default_baselines_add(ns):
     r = ns["rel"]["default"]
@@ -272,8 +276,8 @@ def default_baselines_add(ns):
 @printed(
     NB,
     claim="With groups the batch mean and the critic add variance against raw too, in each world",
-    why="with groups REINFORCE's own variance is larger and these two add less to it: +4% to +58% in the default "
-    "world over the calibration shifts, no bound three deviations from the values; the spread world's, recorded "
+    why="with groups REINFORCE's own variance is larger and these two add less to it: in the default world no "
+    "bound sits three deviations from the values; the spread world's, recorded "
     "first in the same draws and with no control beside them, are printed with them",
 )
 def grouped_baselines_add(ns):
@@ -315,8 +319,7 @@ def easy_wrong_scores(ns):
 @printed(
     NB,
     claim="Wrong answers' score norms over right answers', at each snapshot",
-    why="x4.7 to x18.6 at the calibration runs, x2.18 at held-out shift 16 (`default` kernel), under the bound "
-    "2.5 it had then",
+    why="x2.18 at an earlier held-out shift 16 (`default` kernel), under the bound 2.5 it had then",
 )
 def score_gap(ns):
     return [Measured(f"{name}: |s|^2 wrong / right", ns["gap"][name], ">", 2.5) for name in SNAPSHOTS]
@@ -325,8 +328,8 @@ def score_gap(ns):
 @printed(
     NB,
     claim="The score gap widens with training: after REINFORCE over the default reference's",
-    why="x1.43 to x2.46 at the calibration runs, x0.98 at held-out shift 6 (`default` kernel), under the old bound 1.2, "
-    "and x0.52 at held-out shift 26 (`default`)",
+    why="below 1 at one calibration shift and at held-out shift 26 (`default` kernel; the values are in this row), "
+    "and x0.98 at an earlier held-out shift 6 (`default`), under the old bound 1.2",
 )
 def gap_widens(ns):
     gap = ns["gap"]
@@ -336,8 +339,8 @@ def gap_widens(ns):
 @printed(
     NB,
     claim="The batch mean adds more variance after training than at the reference (distinct prompts)",
-    why="x1.51 to x2.42 at shifts 0-4, above the old bound every time, by under three deviations; x1.06 at "
-    "held-out shift 26 (`default` kernel), under it",
+    why="above the bound at every calibration shift, by under three deviations; under it at held-out shift 26 "
+    "(`default` kernel; the values are in this row)",
 )
 def batch_mean_after_training(ns):
     rel = ns["rel"]
