@@ -8,8 +8,9 @@ import torch
 from envs import ArithmeticTask
 from grpo_edu.evaluation import evaluate
 from grpo_edu.model import ModelConfig, TinyGPT
+from grpo_edu.warmstart import reference as reference_module
 from grpo_edu.warmstart.checkpoint import NotWritableError, load_checkpoint, load_state_dict_checked, save_checkpoint
-from grpo_edu.warmstart.reference import reference_policy
+from grpo_edu.warmstart.reference import reference_policy, source_files
 from grpo_edu.warmstart.sft import SFTConfig, sft_batch
 
 TINY = ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12)
@@ -75,6 +76,70 @@ def test_sft_is_deterministic_and_cache_roundtrips(tmp_path):
         return_info=True,
     )
     assert not idd["loaded"] and idd["path"] != ia["path"]
+
+
+def test_the_fingerprint_covers_every_project_file_the_sft_runs():
+    """The cache key hashes `source_files`; a file the SFT runs that is not among them could change
+    the weights without changing the key (a stale reference served from the cache)."""
+    import sys
+
+    root = str(Path(reference_module.__file__).resolve().parents[2])
+    ran = set()
+
+    def watch(frame, event, arg):
+        name = frame.f_code.co_filename
+        if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and name != __file__:
+            ran.add(name)
+
+    task = ArithmeticTask(digits=1, eval_size=20)
+    cfg = SFTConfig(max_steps=5, target_accuracy=1.0, eval_every=5, batch_size=32, operand_below=5)
+    sys.setprofile(watch)
+    try:
+        reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=False, progress=True)
+    finally:
+        sys.setprofile(None)
+    hashed = {str(f) for f in source_files()}
+    assert any(f.endswith("sft.py") for f in ran) and any(f.endswith("model.py") for f in ran)  # it watched
+    assert ran <= hashed, f"the SFT ran files the cache key does not hash: {sorted(ran - hashed)}"
+
+
+@pytest.mark.parametrize("part", ["source", "torch", "kernel", "device"])
+def test_a_changed_fingerprint_retrains_instead_of_loading(tmp_path, monkeypatch, part):
+    """The same config trained by other code, another torch, another kernel or device is another file."""
+    task = ArithmeticTask(digits=1, eval_size=20)
+    cfg = SFTConfig(max_steps=5, target_accuracy=1.0, eval_every=5, batch_size=32)
+    kw = dict(task=task, model_config=TINY, sft_config=cfg, cache=tmp_path, progress=False, return_info=True)
+    _, first = reference_policy(**kw)
+    _, same = reference_policy(**kw)
+    assert not first["loaded"] and same["loaded"] and same["path"] == first["path"]  # control: unchanged loads
+    real = reference_module.runtime_fingerprint
+    monkeypatch.setattr(reference_module, "runtime_fingerprint", lambda device: {**real(device), part: "other"})
+    _, other = reference_policy(**kw)
+    assert not other["loaded"] and other["path"] != first["path"]
+    assert len(list(tmp_path.glob("reference-*.pt"))) == 2
+
+
+def test_a_source_edit_changes_the_fingerprint(tmp_path, monkeypatch):
+    """`code_fingerprint` reads the files' bytes: one changed byte in one of them is another key."""
+    import shutil
+
+    root = Path(reference_module.__file__).resolve().parents[2]
+    copy = tmp_path / "grpo_edu" / "warmstart" / "reference.py"
+    for f in source_files():
+        dst = tmp_path / f.relative_to(root)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, dst)
+    monkeypatch.setattr(reference_module, "__file__", str(copy))
+    reference_module.code_fingerprint.cache_clear()
+    try:
+        before = reference_module.code_fingerprint()
+        model = tmp_path / "grpo_edu" / "model.py"
+        model.write_text(model.read_text() + "\n# an edit\n")
+        reference_module.code_fingerprint.cache_clear()
+        after = reference_module.code_fingerprint()
+    finally:
+        reference_module.code_fingerprint.cache_clear()
+    assert before != after
 
 
 def test_checkpoint_atomic_and_checked(tmp_path):

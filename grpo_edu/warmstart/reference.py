@@ -3,8 +3,10 @@
 ``reference_policy(preset)`` trains it the first time (seconds on a CPU) and saves it
 atomically under ``$GRPO_EDU_CACHE`` (default ``~/.cache/grpo-edu``); later calls load it
 with ``weights_only=True``. The file name is a hash of everything that determines the
-weights (task, model, SFT config, seed), and the config is stored inside and compared on
-load, so a checkpoint made with another config is never loaded by mistake. A corrupted or
+weights (task, model, SFT config, seed, and the code and runtime that compute them: a hash of
+the SFT path's source files, torch's version, the CPU kernel and the device type), and the
+config is stored inside and compared on load, so a checkpoint made with another config, by
+other code or on another kernel is never loaded by mistake. A corrupted or
 foreign file under that name is replaced, with a one-line warning that says what was wrong
 with it; a cache folder that cannot be written is a one-line `NotWritableError` before any
 training.
@@ -12,6 +14,7 @@ training.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,11 +55,50 @@ def cache_dir() -> Path:
     return Path(raw)
 
 
+# the modules whose code runs while the reference is trained (tests/test_sft.py traces a short SFT
+# and checks that every project file it runs is in this list): a change to any of them retrains
+_SFT_SOURCES = (
+    "grpo_edu/model.py",
+    "grpo_edu/progress.py",
+    "grpo_edu/rollout.py",
+    "grpo_edu/evaluation.py",
+    "grpo_edu/tokenizer.py",
+    "grpo_edu/warmstart/sft.py",
+    "grpo_edu/warmstart/reference.py",
+    "envs/*.py",
+)
+
+
+def source_files() -> list[Path]:
+    """The project files in ``_SFT_SOURCES``, sorted (``envs/*.py``: every module of the package)."""
+    root = Path(__file__).resolve().parents[2]
+    return sorted({f for pattern in _SFT_SOURCES for f in root.glob(pattern)})
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the source of the modules that train the reference (`source_files`)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for f in source_files():
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def runtime_fingerprint(device) -> dict:
+    """What besides the config moves the trained weights: the SFT path's code, torch's version,
+    the vector kernel ATen runs (another kernel rounds differently) and the device type."""
+    device = torch.device(device or "cpu")
+    kernel = torch.backends.cpu.get_cpu_capability() if device.type == "cpu" else torch.version.cuda
+    return {"source": code_fingerprint(), "torch": str(torch.__version__), "kernel": str(kernel), "device": device.type}
+
+
 _SUBSET_OFF = {"operand_below": None, "whole_share": 0.0}  # SFTConfig fields left out of the key at these values
 
 
-def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> dict:
-    """Everything that determines the reference weights (the cache key)."""
+def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig, device=None) -> dict:
+    """Everything that determines the reference weights (the cache key): the task, model and
+    SFT config, and `runtime_fingerprint` (the code, torch, the kernel, the device type)."""
     return {
         "format": FORMAT_VERSION,
         # neither the training reward nor the completion budget changes SFT: tasks that differ
@@ -65,6 +107,7 @@ def reference_config(task, model_config: ModelConfig, sft_config: SFTConfig) -> 
         "model": model_config.to_dict(),
         # an SFT subset (the spread world's operand_below, whole_share) only when set: the default key is unchanged
         "sft": {k: v for k, v in asdict(sft_config).items() if not (k in _SUBSET_OFF and v == _SUBSET_OFF[k])},
+        "runtime": runtime_fingerprint(device),
     }
 
 
@@ -125,7 +168,7 @@ def reference_policy(
         raise ValueError("reference_policy needs a preset, or both task= and model_config=")
     sft_config = sft_config or SFTConfig()
     device = torch.device(device or "cpu")
-    cfg = reference_config(task, model_config, sft_config)
+    cfg = reference_config(task, model_config, sft_config, device)
     key = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     path = folder / f"reference-{key}.pt" if folder is not None else None
