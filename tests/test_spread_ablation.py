@@ -142,6 +142,10 @@ def test_ppo_advantages_are_the_critics_whitened(tiny):
     assert abs(float(mu)) > 0.05 and not torch.allclose(ppo, A, atol=0.05)  # control: the unwhitened advantage
     unwhitened = ppo_advantages(policy, critic, ro, scores, whiten_advantages=False)  # PPO's config is followed
     assert torch.allclose(unwhitened, A, atol=1e-5)
+    with torch.no_grad():
+        values = completion_values(critic, ro)
+    assert torch.equal(ppo_advantages(policy, critic, ro, scores, values), ppo)  # values handed over: the same
+    assert not torch.allclose(ppo_advantages(policy, critic, ro, scores, torch.zeros_like(values)), ppo)  # and used
 
 
 def test_ppos_estimator_is_measured_on_the_other_estimators_batches(tiny):

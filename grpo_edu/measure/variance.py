@@ -107,24 +107,25 @@ def optimal_baseline(rewards, score_norm2) -> float:
 class _FittedCritic:
     """A fitted critic (a `ValueModel`) where `PPO.prepare` reads V(s_t): ``critic.values(rollout)``."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, known=None):
+        self.model, self.known = model, known  # known: this rollout's V(s_t), already computed
 
     @torch.no_grad()
     def values(self, rollout) -> torch.Tensor:
-        return completion_values(self.model, rollout)
+        return self.known if self.known is not None else completion_values(self.model, rollout)
 
 
-def ppo_advantages(policy, critic, rollout, scores, **config) -> torch.Tensor:
+def ppo_advantages(policy, critic, rollout, scores, values=None, **config) -> torch.Tensor:
     """PPO's advantages [B, T] at its start, where its policy is its reference, as `PPO.prepare` computes
     them (PPO's default config, or ``config``'s overrides): GAE of the reward less beta k1 (k1 = 0 where
     pi = pi_ref, up to rounding) with ``critic``'s V(s_t) (a fitted `ValueModel`), then whitened over the
-    batch's tokens (``whiten_advantages``): the batch mean subtracted (a second baseline), the std divided out."""
+    batch's tokens (``whiten_advantages``): the batch mean subtracted (a second baseline), the std divided out.
+    ``values``: ``critic``'s V(s_t) of this rollout when the caller has them (not computed again)."""
     from ..algorithms import make_algorithm
 
     algo = make_algorithm("ppo", **config)
     algo.policy = algo.reference = policy
-    algo.critic = _FittedCritic(critic)
+    algo.critic = _FittedCritic(critic, values)
     return algo.prepare(rollout, scores).advantages
 
 
@@ -216,7 +217,7 @@ def gradient_variance(
             logp = sequence_logprobs(policy, ro)  # [B, T], differentiable, one forward per batch
             for j, e in enumerate(estimators):
                 if e == PPO_ESTIMATOR:
-                    A = ppo_advantages(policy, critic, ro, scores, **(ppo_config or {}))
+                    A = ppo_advantages(policy, critic, ro, scores, values, **(ppo_config or {}))
                 else:
                     A = estimator_advantages(e, ro, scores, G, values, b_star, gae_lambda)
                 loss = Fn.masked_sum(Fn.policy_gradient_loss(logp, A), ro.mask, dim=1).mean()
