@@ -181,7 +181,7 @@ def run_free_length(
             above(seq, const, 0.1, pair=True),
         ),
         claim(
-            "the length the policy writes depends on whether it is right (what the bias needs to select on)",
+            "the length the policy writes depends on whether it is right",
             f"within-group correlation of reward and length: reference {spread(res['start_corr'], '+.3f')}, "
             f"after sequence_mean {spread(res['corr']['sequence_mean'], '+.3f')} "
             f"({rule(0.1, 0.03, '|correlation| at the reference and after', n)})",
