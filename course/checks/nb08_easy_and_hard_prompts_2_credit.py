@@ -142,7 +142,7 @@ def junk_critic_reads(ns):
 
 @check(
     NB,
-    claim="... where the prompt tells almost nothing: the exact V*(s_0) explains under 0.15 of the junk world's reward",
+    claim="... where the prompt tells little: the exact V*(s_0) explains under 0.15 of the junk world's reward",
     control="V*(s_0) in the spread world",
 )
 def junk_prompt_tells_little(ns):
