@@ -188,8 +188,7 @@ def grpo_same_run(ns):
 
 @check(
     NB,
-    claim="Against the worse r_phi, GRPO without a penalty collapses the gold accuracy (over 0.25 below the "
-    "reference's)",
+    claim="Against the worse r_phi, GRPO without a penalty ends the gold accuracy over 0.25 below the reference's",
     control="the same worse r_phi with beta = 1",
 )
 def worse_rphi_gamed(ns):
@@ -308,8 +307,8 @@ def _spread_world(ns) -> dict:
 
 @check(
     NB,
-    claim="On the default task the critic explains almost nothing (under 0.0165 of the reward), and the leave-one-out "
-    "group mean (RLOO's) leaves as much variance as the batch mean, or more (ratio above 0.9)",
+    claim="At the default reference the critic explains almost nothing (under 0.0165 of the reward), and the "
+    "leave-one-out group mean (RLOO's) leaves not much less variance than the batch mean (ratio above 0.9)",
     control="the same two measures at the spread world's reference on the same task (notebook 08's world, where "
     "prompts' difficulty varies)",
 )
