@@ -188,7 +188,7 @@ def _record(name, seconds, **kw):
 def test_leaderboard_appends_and_ranks(tmp_path):
     path = tmp_path / "board.json"
     S.append_record(_record("default", 7.0), path)
-    S.append_record(_record("tuned", 3.0, config={"lr": 0.001}), path)
+    S.append_record(_record("tuned", 3.0, config={"lr": 0.001}, reference={"key": "cac088ae1b4259ac"}), path)
     S.append_record(_record("stalled", math.inf), path)
     board = json.loads(path.read_text())
     assert board["rules"] == S.RULES and [r["name"] for r in board["records"]] == ["default", "tuned", "stalled"]
@@ -196,6 +196,8 @@ def test_leaderboard_appends_and_ranks(tmp_path):
     table = S.format_leaderboard(board).splitlines()
     assert [line.split()[1] for line in table[3:6]] == ["tuned", "default", "stalled"]
     assert "lr=0.001" in table[3] and "defaults" in table[4] and "never" in table[5]
+    refs = [line.split()[-2] for line in table[3:6]]  # the reference's key, "-" where a record has none
+    assert table[2].split()[-2] == "ref" and refs == ["cac088", "-", "-"]
     assert max(len(line) for line in table) <= 120  # fits the site's column
 
 

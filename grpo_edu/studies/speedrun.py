@@ -222,7 +222,9 @@ def speedrun(run: Run | None = None, sft_seconds: bool = True, progress: bool = 
         "backward_flops": med("backward_flops"),
         "reached": sum(s["reached"] for s in seeds),
         "seeds": seeds,
-        "reference": {"accuracy": info["accuracy"], "sft": sft},
+        # the cached file's key (a hash of the config and of the code that trained it): records that
+        # started from the same reference share it
+        "reference": {"accuracy": info["accuracy"], "sft": sft, "key": Path(info["path"]).stem.split("-")[-1]},
     }
 
 
@@ -251,7 +253,8 @@ def _config_text(rec: dict) -> str:
 def format_leaderboard(board: dict) -> str:
     """The records, fastest median first: wall seconds (and the process's CPU seconds), the counts to
     the target (completions, tokens, forward + backward TFLOP), how many seeds reached it, the ATen
-    kernel and threads, the date, the commit (+ when the library's files differed from it), the config."""
+    kernel and threads, the date, the commit (+ when the library's files differed from it), the reference's
+    cache key (its first 6 characters; "-" for records from before it was kept), the config."""
 
     def key(r):
         return (r["seconds"] is None, r["seconds"] or 0.0)
@@ -262,17 +265,18 @@ def format_leaderboard(board: dict) -> str:
         f"{rules['preset']} preset,",
         f"evaluated every {rules['eval_samples']} completions; medians over at least {rules['min_seeds']} seeds",
         f"{'#':>2s} {'name':16s} {'wall s':>6s} {'cpu s':>6s} {'samples':>7s} {'tokens':>7s} {'TFLOP':>5s} "
-        f"{'seeds':>5s} {'kernel':7s} {'thr':>3s} {'load':>4s} {'date':10s} {'commit':11s} config",
+        f"{'seeds':>5s} {'kernel':7s} {'thr':>3s} {'load':>4s} {'date':10s} {'commit':9s} {'ref':6s} config",
     ]
     for i, r in enumerate(sorted(board["records"], key=key), 1):
         sec, cpu = ("never" if x is None else f"{x:.2f}" for x in (r["seconds"], r["cpu_seconds"]))
         flops = (r["forward_flops"] + r["backward_flops"]) / 1e12
         seeds = f"{r['reached']}/{len(r['seeds'])}"
-        commit = r["commit"][:10] + ("+" if r.get("dirty") else "")
+        commit = r["commit"][:8] + ("+" if r.get("dirty") else "")
+        ref = (r.get("reference", {}).get("key") or "-")[:6]
         load = "" if not r.get("load") or None in r["load"] else f"{max(r['load']):.1f}"
         lines.append(
             f"{i:2d} {r['name'][:16]:16s} {sec:>6s} {cpu:>6s} {r['samples']:7.0f} {r['tokens']:7.0f} {flops:5.2f} "
-            f"{seeds:>5s} {r['kernel']:7s} {r['threads']:3d} {load:>4s} {r['date'][:10]:10s} {commit:11s} "
+            f"{seeds:>5s} {r['kernel']:7s} {r['threads']:3d} {load:>4s} {r['date'][:10]:10s} {commit:9s} {ref:6s} "
             f"{_config_text(r)}"
         )
     lines.append(f"CPU: {'; '.join(sorted({r['cpu'] for r in board['records']})) or 'no record yet'}")
