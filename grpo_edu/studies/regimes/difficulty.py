@@ -259,7 +259,7 @@ def _claims(runs, world, bound, z, G) -> list:
         group_push(0.05, G, "none")[0] / group_push(0.5, G, "none")[0]
     )
     out.append(claim(
-        tag + "the std normalisation weights prompts by difficulty (Dr. GRPO): with it the hard prompts "
+        tag + "the std normalisation (Dr. GRPO drops it): with it the hard prompts "
         "(rare successes) gain more than without (scale_rewards 'group' vs 'none')",
         f"E[1/std | not tied] {w_lo:.2f} at p = 0.05 vs {w_mid:.2f} at p = 0.5 (a group's push at 0.05 over 0.5: "
         f"{push:.2f}x with the std); hard-prompt gain after {steps} steps: group {each(gain(plain, 1))}, none "
