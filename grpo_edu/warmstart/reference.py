@@ -55,6 +55,8 @@ def cache_dir() -> Path:
     return Path(raw)
 
 
+_ROOT = Path(__file__).resolve().parents[2]  # the repository: the source patterns are relative to it
+
 # the modules whose code runs while the reference is trained (tests/test_sft.py traces a short SFT
 # and checks that every project file it runs is in this list): a change to any of them retrains
 _SFT_SOURCES = (
@@ -69,19 +71,19 @@ _SFT_SOURCES = (
 )
 
 
-def source_files() -> list[Path]:
-    """The project files in ``_SFT_SOURCES``, sorted (``envs/*.py``: every module of the package)."""
-    root = Path(__file__).resolve().parents[2]
-    return sorted({f for pattern in _SFT_SOURCES for f in root.glob(pattern)})
+def source_files(patterns: tuple[str, ...] = _SFT_SOURCES) -> list[Path]:
+    """The project files matching ``patterns`` (globs relative to `_ROOT`; default ``_SFT_SOURCES``, the
+    reference's), sorted (``envs/*.py``: every module of the package)."""
+    return sorted({f for pattern in patterns for f in _ROOT.glob(pattern)})
 
 
 @functools.cache
-def code_fingerprint() -> str:
-    """A hash of the source of the modules that train the reference (`source_files`)."""
-    root = Path(__file__).resolve().parents[2]
+def code_fingerprint(patterns: tuple[str, ...] = _SFT_SOURCES) -> str:
+    """A hash of the source of the files matching ``patterns`` (`source_files`; default: the modules that
+    train the reference)."""
     h = hashlib.sha256()
-    for f in source_files():
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    for f in source_files(patterns):
+        h.update(f.relative_to(_ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
