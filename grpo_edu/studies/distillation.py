@@ -79,6 +79,23 @@ SIZES = {  # "full": the study's budget; "tiny": the test's (seconds, numbers me
 STORED = Path(__file__).with_name("data") / "distillation.json"
 """The result of ``--seeds 3 --store`` (the cpu preset, seed 0): notebook 14 reads it with `stored`."""
 TEACHER_SEED = 1000  # added to the preset's seed: the teachers' runs share no seed with the arms'
+# the project files whose code runs while a teacher is trained, the reference's SFT sources and the RL loop's
+# (tests/test_teacher_cache.py traces a short teacher and checks that every project file it runs is in this
+# list): a change to any of them trains the teachers again
+TEACHER_SOURCES = (
+    "envs/*.py",
+    "grpo_edu/model.py",
+    "grpo_edu/progress.py",
+    "grpo_edu/rollout.py",
+    "grpo_edu/evaluation.py",
+    "grpo_edu/tokenizer.py",
+    "grpo_edu/train.py",
+    "grpo_edu/algorithms/*.py",
+    "grpo_edu/functional/*.py",
+    "grpo_edu/warmstart/sft.py",
+    "grpo_edu/warmstart/reference.py",
+    "grpo_edu/studies/distillation.py",
+)
 
 
 class EasyPrompts:
@@ -105,17 +122,28 @@ def _bound(preset) -> int:
 def teacher_policy(kind: str, task, preset, reference, steps: int, sequences_per_step=None, cache=None):
     """The teacher ``kind`` ("rl" | "easy") of the preset's world: GRPO from ``reference`` for ``steps`` steps
     (on the easy prompts only for "easy"), trained once and cached under ``cache`` (None: the reference
-    cache's ``distillation/``), keyed by the reference's config, the kind and the budget."""
+    cache's ``distillation/``). The file name is a hash of everything that determines the teacher's weights:
+    the reference's config (`reference_config` with the preset's device: task, model, SFT config, the SFT's
+    code, torch, the CPU kernel, the device type), ``reference``'s own model config and a hash of its weights,
+    the task's config (its reward too), the kind (and the easy prompts' bound), the budget, the seed, and a hash
+    of the code that trains the teacher (`TEACHER_SOURCES`): a teacher trained by other code, from another
+    reference or on another device is never loaded in its place."""
     import torch
 
     from ..algorithms import make_algorithm
     from ..train import train
-    from ..warmstart.reference import cache_dir, reference_config
+    from ..warmstart.reference import cache_dir, code_fingerprint, reference_config
 
     if kind not in ("rl", "easy"):
         raise ValueError(f"teacher kind must be 'rl' or 'easy', got {kind!r}")
-    key = {"reference": reference_config(task, preset.model, preset.sft), "kind": kind, "steps": steps,
-           "sequences_per_step": sequences_per_step or preset.sequences_per_step, "seed": preset.seed + TEACHER_SEED}  # fmt: skip
+    weights = hashlib.sha256()
+    for name, t in reference.state_dict().items():
+        weights.update(f"{name} {tuple(t.shape)} {t.dtype}".encode() + b"\0" + t.detach().cpu().numpy().tobytes())
+    key = {"reference": reference_config(task, preset.model, preset.sft, preset.device),
+           "reference_weights": weights.hexdigest()[:16], "reference_model": reference.config.to_dict(),
+           "task": task.config, "kind": kind, "bound": _bound(preset) if kind == "easy" else None, "steps": steps,
+           "sequences_per_step": sequences_per_step or preset.sequences_per_step, "seed": preset.seed + TEACHER_SEED,
+           "source": code_fingerprint(TEACHER_SOURCES)}  # fmt: skip
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     path = Path(cache if cache is not None else cache_dir() / "distillation") / f"teacher-{kind}-{digest}.pt"
     teacher = copy.deepcopy(reference)
