@@ -122,6 +122,18 @@ def test_verdicts_are_pinned(tmp_path, monkeypatch):
     assert not flips, "verdicts flipped:\n" + "\n".join(flips)
 
 
+def _same_fit(stored: dict, refit: dict) -> bool:
+    """The same keys, integers equal, floats within 1e-7 of each other relatively: the fit's grid and
+    iterations sum in an order that another numpy or CPU may change in the 10th digit (numpy 2.4.6 moved
+    c_mid 128746.331517 to 128746.331947), and the store keeps 6 decimals of numbers up to 1e5."""
+    if stored.keys() != refit.keys():
+        return False
+    return all(
+        math.isclose(v, refit[k], rel_tol=1e-7, abs_tol=1e-6) if isinstance(v, float) else v == refit[k]
+        for k, v in stored.items()
+    )
+
+
 def test_the_stored_study_is_what_its_fits_say():
     """course/data/compute_law.json (``python -m grpo_edu.studies.compute_law``): its fits are those of its runs,
     its verdicts those of its fits, every knob on the same seeds as the default."""
@@ -129,6 +141,7 @@ def test_the_stored_study_is_what_its_fits_say():
     assert set(res["fits"]) == set(cl.ARMS) and res["config"]["seeds"] == [r["seed"] for r in res["runs"]["default"]]
     for arm, runs in res["runs"].items():
         assert [r["seed"] for r in runs] == res["config"]["seeds"]
-        assert res["fits"][arm][0] == cl.fit_run(runs[0])
-        assert res["predictions"][arm][0] == cl.fit_run(runs[0], res["config"]["fit_share"])
+        assert _same_fit(res["fits"][arm][0], cl.fit_run(runs[0])), arm
+        assert _same_fit(res["predictions"][arm][0], cl.fit_run(runs[0], res["config"]["fit_share"])), arm
+        assert not _same_fit(res["fits"][arm][0], cl.fit_run(runs[1])), arm  # control: another seed's run differs
     assert res["claims"] == cl.claims_of(res["fits"], res["predictions"])
