@@ -74,6 +74,7 @@ STUDY_COMMANDS = [
     "reference_seeds",
     "speedrun",
     "spread_ablation",
+    "stored_runs",
 ]
 
 

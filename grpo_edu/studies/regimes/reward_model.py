@@ -187,6 +187,27 @@ def gao_claims(curves: dict) -> list[dict]:
     return out
 
 
+def gao_frontier(runs: dict, betas) -> tuple[dict, dict]:
+    """Per size ``n`` of ``runs[n][beta]`` (`run_overoptimisation`'s curves): Gao et al.'s curve fitted to
+    the unpenalised runs' points (``fits[n]``), and each penalised run's residuals against it
+    (``frontier[n][beta]``: mean, largest |residual|, the number of points)."""
+    from ...measure.fits import gao_fit
+
+    fits, frontier = {}, {}
+    for n in runs:
+        points = runs[n][0.0]  # step 0 of each run is the reference: its gold is the start (its KL 0 to rounding)
+        kl, gold = [k for c in points for k in c["kl"][1:]], [g for c in points for g in c["gold"][1:]]
+        fits[n] = gao_fit(kl, gold, start=points[0]["gold"][0])
+        frontier[n] = {}
+        for beta in betas:
+            if beta == 0:
+                continue
+            kl = [k for c in runs[n][beta] for k in c["kl"][1:]]
+            res = fits[n].residuals(kl, [g for c in runs[n][beta] for g in c["gold"][1:]])
+            frontier[n][beta] = {"mean": float(np.mean(res)), "max_abs": float(np.max(np.abs(res))), "n": len(res)}
+    return fits, frontier
+
+
 def run_overoptimisation(
     reference, preset="cpu", seeds=(0,), steps=60, betas=(0.0, 0.1, 0.3), sizes=(8192, 16384, 32768),
     eval_every=5, progress=True,
@@ -201,13 +222,11 @@ def run_overoptimisation(
     (``"frontier"[n][beta]``: the penalised runs' points against that curve, their mean residual
     gold - fitted and the largest |residual|; Gao et al. find the penalty moves a run along the
     frontier, not above it, so the residuals should be about the fit's own rmse)."""
-    from ...measure.fits import gao_fit
-
     if 0.0 not in betas:
         raise ValueError(f"betas must include 0 (the unpenalised runs the curve is fitted to), got {betas}")
     preset = resolve_preset(preset)
     task = make_task(preset)
-    infos, runs, fits, frontier = {}, {}, {}, {}
+    infos, runs = {}, {}
     progress_bar = bar(len(sizes) * (1 + len(betas) * len(seeds)), "reward models", progress)
     for n in sizes:
         rm, infos[n] = train_reward_model(reference, task, RewardModelConfig(n_labels=n, seed=preset.seed), False)
@@ -218,17 +237,8 @@ def run_overoptimisation(
             for seed in seeds:
                 runs[n][beta].append(rl_against(rm, reference, task, preset, beta, "loss", seed, steps, eval_every)[0])
                 progress_bar.update(1)
-        points = runs[n][0.0]  # step 0 of each run is the reference: its gold is the start (its KL 0 to rounding)
-        kl, gold = [k for c in points for k in c["kl"][1:]], [g for c in points for g in c["gold"][1:]]
-        fits[n] = gao_fit(kl, gold, start=points[0]["gold"][0])
-        frontier[n] = {}
-        for beta in betas:
-            if beta == 0:
-                continue
-            kl = [k for c in runs[n][beta] for k in c["kl"][1:]]
-            res = fits[n].residuals(kl, [g for c in runs[n][beta] for g in c["gold"][1:]])
-            frontier[n][beta] = {"mean": float(np.mean(res)), "max_abs": float(np.max(np.abs(res))), "n": len(res)}
     progress_bar.close()
+    fits, frontier = gao_frontier(runs, betas)
     return {"reward_models": infos, "runs": runs, "fits": fits, "frontier": frontier, "steps": steps,
             "eval_every": eval_every, "seeds": tuple(seeds)}  # fmt: skip
 

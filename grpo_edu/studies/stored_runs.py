@@ -1,0 +1,265 @@
+"""The course's longest cells, trained once and stored: notebook 10's long runs.
+
+Three calls of notebook 10 train for minutes each on one CPU thread (two 200-step long runs, the
+over-optimisation grid and its unseen seed, and part 2's four 200-step runs: about 5 minutes together).
+Each is one regime call, named in `CALLS`. ``python -m grpo_edu.studies.stored_runs --store`` runs them
+on the cpu preset with its cached reference and keeps each result in ``data/stored_runs/NAME.json``, with
+what it was computed from: the preset, the reference's config key, a hash of the code that trains it
+(`SOURCES`), torch, the CPU kernel, the commit and the seconds it took.
+
+`run` is what a notebook calls, with the regime call written out: the stored result when it is the one the
+call would compute (the same function and arguments, the same preset, seed included, the same reference
+config and the same code), else the call run here. A seed shift
+(``$GRPO_EDU_SEED_SHIFT``, the notebooks' held-out draws) changes the preset's seed, and so runs live; so
+does ``live=True`` (the notebook's ``LIVE``) or ``$GRPO_EDU_LIVE=1`` (set by ``grpo-edu check-notebooks``
+and ``python -m course.checks draw``, so that a draw on another CPU kernel trains its own runs). Another
+kernel or torch build loads the stored result: it was trained on the kernel it names, whose rounding
+moves the numbers a little. ``--check`` trains them again and says whether each equals the stored one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..warmstart.presets import get_preset, make_task, resolve_preset
+from ..warmstart.reference import code_fingerprint, reference_config, reference_policy
+from . import regimes
+
+DATA = Path(__file__).with_name("data") / "stored_runs"
+LIVE_ENV = "GRPO_EDU_LIVE"  # "1": every call runs here, nothing is loaded
+
+# name -> (regime function, its keyword arguments): notebook 10's calls, seeds relative to the preset's seed
+CALLS = {
+    "long_run": (regimes.run_long_run, {"seeds": (0, 1), "steps": 200}),
+    "overoptimisation": (
+        regimes.run_overoptimisation,
+        {"seeds": (0,), "steps": 60, "betas": (0.0, 0.1, 0.3), "sizes": (8192, 16384, 32768), "eval_every": 5},
+    ),
+    "overoptimisation_unseen": (
+        regimes.run_overoptimisation,
+        {"seeds": (1,), "steps": 60, "betas": (0.0,), "sizes": (32768,), "eval_every": 5},
+    ),
+    "long_run_entropy": (regimes.run_long_run_entropy, {"seeds": (0,), "steps": 200}),
+}
+# the project files whose code runs while a stored call trains (tests/test_stored_runs.py traces each call
+# small and checks that every project file it runs is hashed here): a change to any of them stales the store
+SOURCES = (
+    "envs/*.py",
+    "grpo_edu/*.py",
+    "grpo_edu/algorithms/*.py",
+    "grpo_edu/functional/*.py",
+    "grpo_edu/warmstart/*.py",
+    "grpo_edu/measure/*.py",
+    "grpo_edu/demos/reward_model.py",
+    "grpo_edu/studies/regimes/*.py",
+)
+
+
+def _call(name: str, preset) -> tuple:
+    """The regime function and its arguments for ``preset`` (seeds offset by the preset's seed)."""
+    if name not in CALLS:
+        raise ValueError(f"no stored call {name!r}; the calls are {', '.join(CALLS)}")
+    fn, kw = CALLS[name]
+    return fn, {**kw, "seeds": tuple(preset.seed + s for s in kw["seeds"])}
+
+
+def provenance(preset) -> dict:
+    """What a stored result must match to stand for a call on ``preset``: the preset (its seed too), the
+    reference's config (task, model, SFT; not the kernel) and the hash of `SOURCES`."""
+    preset = resolve_preset(preset)
+    ref = reference_config(make_task(preset), preset.model, preset.sft, preset.device)
+    out = {
+        "preset": dataclasses.asdict(preset),
+        "reference": {k: v for k, v in ref.items() if k != "runtime"},
+        "source": code_fingerprint(SOURCES),
+    }
+    return json.loads(json.dumps(out, default=str))  # as a stored file reads it back
+
+
+# -- JSON with the result's non-string keys (sizes, betas) and tuples kept --------------------------
+
+
+def _encode(x):
+    if isinstance(x, dict):
+        if all(isinstance(k, str) for k in x):
+            return {k: _encode(v) for k, v in x.items()}
+        return {"__items__": [[_encode(k), _encode(v)] for k, v in x.items()]}
+    if isinstance(x, tuple):
+        return {"__tuple__": [_encode(v) for v in x]}
+    if isinstance(x, list):
+        return [_encode(v) for v in x]
+    if isinstance(x, (bool, int, float, str)) or x is None:
+        return x
+    raise TypeError(f"a stored result holds numbers, strings, lists and dicts, not {type(x).__name__}")
+
+
+def _decode(x):
+    if isinstance(x, dict):
+        if "__items__" in x:
+            return {_decode(k): _decode(v) for k, v in x["__items__"]}
+        if "__tuple__" in x:
+            return tuple(_decode(v) for v in x["__tuple__"])
+        return {k: _decode(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_decode(v) for v in x]
+    return x
+
+
+def _stored_part(name: str, result: dict) -> dict:
+    """The part of ``result`` that is kept: all of it, less what is computed again on loading."""
+    if CALLS[name][0] is regimes.run_overoptimisation:
+        return {k: v for k, v in result.items() if k not in ("fits", "frontier")}
+    return result
+
+
+def _completed(name: str, kept: dict) -> dict:
+    """A loaded result made whole: the over-optimisation's fits and frontier from its runs."""
+    if CALLS[name][0] is regimes.run_overoptimisation:
+        betas = list(next(iter(kept["runs"].values())))
+        fits, frontier = regimes.reward_model.gao_frontier(kept["runs"], betas)
+        return {**kept, "fits": fits, "frontier": frontier}
+    return kept
+
+
+def path_of(name: str, folder: Path | None = None) -> Path:
+    return Path(folder or DATA) / f"{name}.json"
+
+
+def load(name: str, folder: Path | None = None) -> dict:
+    """The stored file of ``name``: {"call", "provenance", "machine", "seconds", "result"} (result whole)."""
+    with open(path_of(name, folder)) as f:
+        rec = json.load(f)
+    return {**rec, "result": _completed(name, _decode(rec["result"]))}
+
+
+def live_requested() -> bool:
+    """``$GRPO_EDU_LIVE`` is "1": every call runs here."""
+    value = os.environ.get(LIVE_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"${LIVE_ENV} must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+def matches(name: str, preset, folder: Path | None = None) -> bool:
+    """The stored result of ``name`` exists and is what the call would compute on ``preset`` (`provenance`)."""
+    p = path_of(name, folder)
+    if not p.exists():
+        return False
+    with open(p) as f:
+        rec = json.load(f)
+    return rec["provenance"] == provenance(preset) and rec["call"] == _encode(_call(name, resolve_preset(preset))[1])
+
+
+def get(name: str, reference, preset="cpu", live: bool = False, progress: bool = True, folder: Path | None = None):
+    """The result of the call ``name`` on ``preset`` from ``reference``: the stored one when it `matches` and
+    neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run, else the call run here. Returns ``(result, how)``,
+    ``how`` "stored" or "live"."""
+    preset = resolve_preset(preset)
+    fn, kw = _call(name, preset)
+    if not (live or live_requested()) and matches(name, preset, folder):
+        return load(name, folder)["result"], "stored"
+    return fn(reference, preset, progress=progress, **kw), "live"
+
+
+def run(fn, reference, preset="cpu", *, live: bool = False, progress: bool = True, **kwargs) -> dict:
+    """``fn(reference, preset, progress=progress, **kwargs)``, or its stored result: a notebook writes the
+    call itself, and gets the stored result when the call is one of `CALLS` (the same function and
+    arguments, seeds counted from the preset's seed) and `get` would load it."""
+    preset = resolve_preset(preset)
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    for name, (f, _) in CALLS.items():
+        if f is fn and _call(name, preset)[1] == kwargs:
+            return get(name, reference, preset, live=live, progress=progress)[0]
+    return fn(reference, preset, progress=progress, **kwargs)
+
+
+def _commit() -> str:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"], capture_output=True, text=True
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def store(names, preset="cpu", folder: Path | None = None, progress: bool = True, write: bool = True) -> dict:
+    """Run each call on ``preset`` from its cached reference; write each result (``write``) and return
+    {name: the record}."""
+    preset = resolve_preset(preset)
+    reference = reference_policy(preset, progress=progress)
+    out = {}
+    for name in names:
+        fn, kw = _call(name, preset)
+        t0 = time.perf_counter()
+        result = fn(reference, preset, progress=progress, **kw)
+        rec = {
+            "call": _encode(kw),
+            "provenance": provenance(preset),
+            "machine": {
+                "torch": torch.__version__,
+                "kernel": torch.backends.cpu.get_cpu_capability(),
+                "threads": torch.get_num_threads(),
+                "commit": _commit(),
+            },  # fmt: skip
+            "seconds": round(time.perf_counter() - t0, 1),
+            "result": _encode(_stored_part(name, result)),
+        }
+        if write:
+            path = path_of(name, folder)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(rec, indent=None, separators=(",", ":")) + "\n")
+            os.replace(tmp, path)
+        out[name] = rec
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m grpo_edu.studies.stored_runs", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help=f"calls to run (default all: {', '.join(CALLS)})")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--store", action="store_true", help=f"run them and write {DATA.name}/NAME.json")
+    what.add_argument("--check", action="store_true", help="run them and compare with the stored files")
+    what.add_argument("--list", action="store_true", help="say what is stored and whether it matches this code")
+    args = p.parse_args(argv)
+    names = args.names or list(CALLS)
+    unknown = [n for n in names if n not in CALLS]
+    if unknown:
+        p.error(f"no stored call {', '.join(unknown)}; the calls are {', '.join(CALLS)}")
+    preset = get_preset("cpu")
+    if args.list:
+        for n in names:
+            if not path_of(n).exists():
+                print(f"{n}: not stored")
+                continue
+            rec = load(n)
+            state = "matches this code" if matches(n, preset) else "STALE: run --store"
+            print(f"{n}: {rec['seconds']} s on {rec['machine']['kernel']}, commit {rec['machine']['commit']}; {state}")
+        return 0
+    recs = store(names, preset, write=args.store)
+    status = 0
+    for n, rec in recs.items():
+        if args.check:
+            same = path_of(n).exists() and json.loads(path_of(n).read_text())["result"] == rec["result"]
+            status |= not same
+            print(
+                f"{n}: {rec['seconds']} s; {'equal to the stored result' if same else 'DIFFERS from the stored result'}"
+            )
+        else:
+            print(f"{n}: {rec['seconds']} s; wrote {path_of(n)}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Notebook 10's stored runs (`grpo_edu.studies.stored_runs`): a stored result is the call's own result
+(stored, loaded and made whole, it equals the run it came from), it stands in for the call only when it is
+what the call would compute (the same preset and seed, reference config and code; not with ``live``,
+``$GRPO_EDU_LIVE=1``, a seed shift or another code), the committed files are those of this code, and the
+code hash covers every project file the calls run."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_edu import ModelConfig, TinyGPT, get_preset
+from grpo_edu.studies import regimes
+from grpo_edu.studies import stored_runs as S
+from grpo_edu.warmstart.presets import SEED_SHIFT_ENV
+from grpo_edu.warmstart.reference import source_files
+
+TINY = {  # each regime's call, small: a step or two of 64 completions from a 1-layer policy
+    "long_run": (regimes.run_long_run, {"seeds": (0, 1), "steps": 2}),
+    "overoptimisation": (
+        regimes.run_overoptimisation,
+        {"seeds": (0,), "steps": 4, "betas": (0.0, 0.3), "sizes": (64, 128), "eval_every": 2},
+    ),
+    "long_run_entropy": (regimes.run_long_run_entropy, {"seeds": (0,), "steps": 3}),
+}
+
+
+def _tiny_ref():
+    torch.manual_seed(0)
+    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """The calls made small, the reference a tiny untrained policy, the cpu preset at 64 completions a step."""
+    monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
+    monkeypatch.delenv(S.LIVE_ENV, raising=False)
+    monkeypatch.setattr(S, "CALLS", TINY)
+    ref = _tiny_ref()
+    monkeypatch.setattr(S, "reference_policy", lambda preset, progress=True: ref)
+    return ref, get_preset("cpu", sequences_per_step=64)
+
+
+def _comparable(name, result):
+    """The result as text (a NaN of a tiny run equals itself there), the fits by their parameters."""
+    if name == "overoptimisation":
+        fits = {n: (f.alpha, f.beta, f.rmse) for n, f in result["fits"].items()}
+        result = {**{k: v for k, v in result.items() if k != "fits"}, "fits": fits}
+    return json.dumps(S._encode(result), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_a_stored_result_loads_as_the_run_it_came_from(name, tiny, tmp_path):
+    ref, preset = tiny
+    live, how = S.get(name, ref, preset, live=True, progress=False)
+    assert how == "live"
+    S.store([name], preset, folder=tmp_path, progress=False)
+    loaded, how = S.get(name, ref, preset, progress=False, folder=tmp_path)
+    assert how == "stored"
+    assert _comparable(name, loaded) == _comparable(name, live)
+    if name == "overoptimisation":  # the fits and frontier are computed again from the stored runs: the control
+        path = S.path_of(name, tmp_path)  # a penalised run's point moved in the file moves the loaded frontier
+        rec = json.loads(path.read_text())
+        assert "fits" not in rec["result"] and "frontier" not in rec["result"]
+        runs = dict(rec["result"]["runs"]["__items__"])  # {size: {"__items__": [[beta, curves], ...]}}
+        dict(runs[64]["__items__"])[0.3][0]["gold"][1] += 0.5
+        path.write_text(json.dumps(rec))
+        moved = S.load(name, tmp_path)["result"]
+        assert moved["frontier"][64][0.3]["mean"] != live["frontier"][64][0.3]["mean"]
+
+
+@pytest.mark.parametrize("change", ["nothing", "live", "environment", "seed", "code", "no file"])
+def test_the_store_stands_in_only_for_the_same_computation(change, tiny, tmp_path, monkeypatch):
+    """Unchanged, the call loads (its function is not called: the control); asked live, by the notebook's
+    flag or ``$GRPO_EDU_LIVE``, on a shifted seed, after the code changed, or with nothing stored, it runs."""
+    ref, preset = tiny
+    S.store(["long_run"], preset, folder=tmp_path, progress=False)
+    calls = []
+    monkeypatch.setattr(
+        S, "CALLS", {"long_run": (lambda *a, **k: calls.append(k) or {"ran": True}, TINY["long_run"][1])}
+    )
+    live = change == "live"
+    if change == "environment":
+        monkeypatch.setenv(S.LIVE_ENV, "1")
+    if change == "seed":
+        monkeypatch.setenv(SEED_SHIFT_ENV, "3")
+        preset = get_preset("cpu", sequences_per_step=64)
+    if change == "code":
+        real = S.code_fingerprint
+        monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
+    if change == "no file":
+        (tmp_path / "long_run.json").unlink()
+    result, how = S.get("long_run", ref, preset, live=live, progress=False, folder=tmp_path)
+    if change == "nothing":
+        assert how == "stored" and not calls and "curves" in result
+    else:
+        assert how == "live" and result == {"ran": True} and len(calls) == 1
+    if change == "seed":  # the live call's seeds follow the shifted preset
+        assert calls[0]["seeds"] == (3, 4)
+
+
+def test_bad_input_is_one_line_before_any_work(tiny, monkeypatch):
+    ref, preset = tiny
+    with pytest.raises(ValueError, match="no stored call 'long_runs'"):
+        S.get("long_runs", ref, preset)
+    monkeypatch.setenv(S.LIVE_ENV, "yes")
+    with pytest.raises(ValueError, match="GRPO_EDU_LIVE must be 0 or 1"):
+        S.get("long_run", ref, preset)
+    with pytest.raises(TypeError, match="not complex"):
+        S._encode({"x": 1j})
+
+
+def test_the_committed_stores_are_this_codes(monkeypatch):
+    """Each of notebook 10's stored results was computed by this code, on the cpu preset at seed 0, with the
+    call the notebook makes: after a change to what trains them (`SOURCES`), run
+    ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
+    monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
+    preset = get_preset("cpu")
+    for name in S.CALLS:
+        assert S.path_of(name).exists(), f"{name}: not stored (python -m grpo_edu.studies.stored_runs --store)"
+        rec = json.loads(S.path_of(name).read_text())
+        assert rec["call"] == S._encode(S._call(name, preset)[1]), f"{name}: stored with another call"
+        assert rec["provenance"] == S.provenance(preset), (
+            f"{name}: stored by other code or another preset; python -m grpo_edu.studies.stored_runs --store"
+        )
+        assert S.matches(name, preset)
+    # control: the check reads the code's hash (another hash would not match)
+    real = S.code_fingerprint
+    monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
+    assert not S.matches("long_run", preset)
+
+
+def test_the_code_hash_covers_every_project_file_the_calls_run(tiny):
+    """A file the stored calls run that `SOURCES` does not hash could change their results without staling
+    the store."""
+    ref, preset = tiny
+    root = str(Path(S.__file__).resolve().parents[2])
+    ran = set()
+
+    def watch(frame, event, arg):
+        name = frame.f_code.co_filename
+        if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and name != __file__:
+            ran.add(name)
+
+    sys.setprofile(watch)
+    try:
+        for name in TINY:
+            S.get(name, ref, preset, live=True, progress=False)
+    finally:
+        sys.setprofile(None)
+    hashed = {str(f) for f in source_files(S.SOURCES)}
+    for part in ("train.py", "long_run_entropy.py", "reward_model.py"):  # control: it watched the calls
+        assert any(f.endswith(part) for f in ran), part
+    ran.discard(str(Path(S.__file__).resolve()))  # the loader itself computes nothing stored
+    assert ran <= hashed, f"the stored calls ran files the code hash does not cover: {sorted(ran - hashed)}"
+
+
+def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypatch):
+    """`run` with a stored call's function and arguments loads it; other arguments (another step count: the
+    control) run the call."""
+    ref, preset = tiny
+    monkeypatch.setattr(S, "DATA", tmp_path)
+    S.store(["long_run"], preset, progress=False)
+    calls = []
+    real = regimes.run_long_run
+
+    def counted(*a, **k):
+        calls.append(k)
+        return real(*a, **k)
+
+    monkeypatch.setattr(S, "CALLS", {"long_run": (counted, TINY["long_run"][1])})
+    stored = S.run(counted, ref, preset, seeds=(0, 1), steps=2, progress=False)
+    assert not calls and stored == S.load("long_run")["result"]
+    S.run(counted, ref, preset, seeds=[0, 1], steps=3, progress=False)
+    assert len(calls) == 1 and calls[0]["steps"] == 3
