@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_edu import ModelConfig, TinyGPT, get_preset
+from grpo_edu import ModelConfig, TinyGPT, get_preset, reference_policy
 from grpo_edu.studies import regimes
 from grpo_edu.studies import stored_runs as S
 from grpo_edu.warmstart.presets import SEED_SHIFT_ENV
@@ -72,10 +72,13 @@ def test_a_stored_result_loads_as_the_run_it_came_from(name, tiny, tmp_path):
         assert moved["frontier"][64][0.3]["mean"] != live["frontier"][64][0.3]["mean"]
 
 
-@pytest.mark.parametrize("change", ["nothing", "live", "environment", "seed", "code", "no file"])
+@pytest.mark.parametrize(
+    "change", ["nothing", "live", "environment", "seed", "code", "kernel", "torch", "reference", "no file"]
+)
 def test_the_store_stands_in_only_for_the_same_computation(change, tiny, tmp_path, monkeypatch):
     """Unchanged, the call loads (its function is not called: the control); asked live, by the notebook's
-    flag or ``$GRPO_EDU_LIVE``, on a shifted seed, after the code changed, or with nothing stored, it runs."""
+    flag or ``$GRPO_EDU_LIVE``, on a shifted seed, after the code changed, on another CPU kernel or torch
+    build, from another reference, or with nothing stored, it runs."""
     ref, preset = tiny
     S.store(["long_run"], preset, folder=tmp_path, progress=False)
     calls = []
@@ -91,6 +94,13 @@ def test_the_store_stands_in_only_for_the_same_computation(change, tiny, tmp_pat
     if change == "code":
         real = S.code_fingerprint
         monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
+    if change in ("kernel", "torch"):
+        real_machine = S.machine
+        monkeypatch.setattr(S, "machine", lambda: {**real_machine(), change: "other"})
+    if change == "reference":
+        ref = _tiny_ref()
+        with torch.no_grad():
+            next(ref.parameters()).add_(1e-6)
     if change == "no file":
         (tmp_path / "long_run.json").unlink()
     result, how = S.get("long_run", ref, preset, live=live, progress=False, folder=tmp_path)
@@ -119,18 +129,24 @@ def test_the_committed_stores_are_this_codes(monkeypatch):
     ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
     monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
     preset = get_preset("cpu")
+    reference = reference_policy(preset, progress=False)
+    here = S.provenance(preset, reference)
     for name in S.CALLS:
         assert S.path_of(name).exists(), f"{name}: not stored (python -m grpo_edu.studies.stored_runs --store)"
         rec = json.loads(S.path_of(name).read_text())
         assert rec["call"] == S._encode(S._call(name, preset)[1]), f"{name}: stored with another call"
-        assert rec["provenance"] == S.provenance(preset), (
-            f"{name}: stored by other code or another preset; python -m grpo_edu.studies.stored_runs --store"
-        )
-        assert S.matches(name, preset)
+        stored = rec["provenance"]
+        for part in ("preset", "reference", "source"):
+            assert stored[part] == here[part], (
+                f"{name}: stored with another {part}; python -m grpo_edu.studies.stored_runs --store"
+            )
+        if stored["machine"] == here["machine"]:  # the machine that stored them: the same reference, so it loads
+            assert stored["reference_weights"] == here["reference_weights"] and S.matches(name, preset, reference)
     # control: the check reads the code's hash (another hash would not match)
     real = S.code_fingerprint
     monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
-    assert not S.matches("long_run", preset)
+    assert S.provenance(preset, reference)["source"] != here["source"]
+    assert not S.matches("long_run", preset, reference)
 
 
 def test_the_code_hash_covers_every_project_file_the_calls_run(tiny):

@@ -1,26 +1,26 @@
 """The course's longest cells, trained once and stored: notebook 10's long runs.
 
-Three calls of notebook 10 train for minutes each on one CPU thread (two 200-step long runs, the
-over-optimisation grid and its unseen seed, and part 2's four 200-step runs: about 5 minutes together).
-Each is one regime call, named in `CALLS`. ``python -m grpo_edu.studies.stored_runs --store`` runs them
-on the cpu preset with its cached reference and keeps each result in ``data/stored_runs/NAME.json``, with
-what it was computed from: the preset, the reference's config key, a hash of the code that trains it
-(`SOURCES`), torch, the CPU kernel, the commit and the seconds it took.
+Four regime calls of notebook 10, named in `CALLS`, train for about 6 minutes together on one CPU thread:
+part 1's long run (two clips, two seeds, 200 steps each), its over-optimisation grid and the grid's unseen
+seed, and part 2's four 200-step runs. ``python -m grpo_edu.studies.stored_runs --store`` runs them on the
+cpu preset from its cached reference and keeps each result in ``data/stored_runs/NAME.json`` with what it
+was computed from (`provenance`): the arguments, the preset (its seed too), the reference's config, a hash
+of the reference's weights, a hash of the code that trains it (`SOURCES`), torch's version and the CPU
+kernel; and the commit and seconds it took.
 
-`run` is what a notebook calls, with the regime call written out: the stored result when it is the one the
-call would compute (the same function and arguments, the same preset, seed included, the same reference
-config and the same code), else the call run here. A seed shift
-(``$GRPO_EDU_SEED_SHIFT``, the notebooks' held-out draws) changes the preset's seed, and so runs live; so
-does ``live=True`` (the notebook's ``LIVE``) or ``$GRPO_EDU_LIVE=1`` (set by ``grpo-edu check-notebooks``
-and ``python -m course.checks draw``, so that a draw on another CPU kernel trains its own runs). Another
-kernel or torch build loads the stored result: it was trained on the kernel it names, whose rounding
-moves the numbers a little. ``--check`` trains them again and says whether each equals the stored one.
+`run` is what a notebook calls, with the regime call written out: it returns the stored result only when
+every part of that provenance is this call's here, so that the call would compute exactly it; otherwise it
+runs the call. A seed shift (``$GRPO_EDU_SEED_SHIFT``), another CPU kernel or torch build, another
+reference or other code all train; so do ``live=True`` (the notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1``
+(set by ``grpo-edu check-notebooks`` and ``python -m course.checks draw``). ``--check`` trains the calls
+again and says whether each equals the stored result; ``--list`` says whether each matches this code.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -72,15 +72,30 @@ def _call(name: str, preset) -> tuple:
     return fn, {**kw, "seeds": tuple(preset.seed + s for s in kw["seeds"])}
 
 
-def provenance(preset) -> dict:
-    """What a stored result must match to stand for a call on ``preset``: the preset (its seed too), the
-    reference's config (task, model, SFT; not the kernel) and the hash of `SOURCES`."""
+def weights_hash(model) -> str:
+    """A hash of a model's parameters and buffers: names, shapes, dtypes and bytes."""
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(f"{name} {tuple(t.shape)} {t.dtype}".encode() + b"\0" + t.detach().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def machine() -> dict:
+    """What rounds the arithmetic: torch's version and the CPU kernel ATen runs."""
+    return {"torch": str(torch.__version__), "kernel": str(torch.backends.cpu.get_cpu_capability())}
+
+
+def provenance(preset, reference) -> dict:
+    """What a stored result must match to stand for a call on ``preset`` from ``reference``: the preset (its
+    seed too), the reference's config and a hash of its weights, the hash of `SOURCES`, torch and the kernel."""
     preset = resolve_preset(preset)
     ref = reference_config(make_task(preset), preset.model, preset.sft, preset.device)
     out = {
         "preset": dataclasses.asdict(preset),
         "reference": {k: v for k, v in ref.items() if k != "runtime"},
+        "reference_weights": weights_hash(reference),
         "source": code_fingerprint(SOURCES),
+        "machine": machine(),
     }
     return json.loads(json.dumps(out, default=str))  # as a stored file reads it back
 
@@ -135,7 +150,7 @@ def path_of(name: str, folder: Path | None = None) -> Path:
 
 
 def load(name: str, folder: Path | None = None) -> dict:
-    """The stored file of ``name``: {"call", "provenance", "machine", "seconds", "result"} (result whole)."""
+    """The stored file of ``name``: {"call", "provenance", "run", "seconds", "result"} (result whole)."""
     with open(path_of(name, folder)) as f:
         rec = json.load(f)
     return {**rec, "result": _completed(name, _decode(rec["result"]))}
@@ -149,14 +164,16 @@ def live_requested() -> bool:
     return value == "1"
 
 
-def matches(name: str, preset, folder: Path | None = None) -> bool:
-    """The stored result of ``name`` exists and is what the call would compute on ``preset`` (`provenance`)."""
+def matches(name: str, preset, reference, folder: Path | None = None) -> bool:
+    """The stored result of ``name`` exists and is what the call would compute on ``preset`` from ``reference``
+    (its arguments and every part of `provenance` the same)."""
     p = path_of(name, folder)
     if not p.exists():
         return False
     with open(p) as f:
         rec = json.load(f)
-    return rec["provenance"] == provenance(preset) and rec["call"] == _encode(_call(name, resolve_preset(preset))[1])
+    preset = resolve_preset(preset)
+    return rec["call"] == _encode(_call(name, preset)[1]) and rec["provenance"] == provenance(preset, reference)
 
 
 def get(name: str, reference, preset="cpu", live: bool = False, progress: bool = True, folder: Path | None = None):
@@ -165,7 +182,7 @@ def get(name: str, reference, preset="cpu", live: bool = False, progress: bool =
     ``how`` "stored" or "live"."""
     preset = resolve_preset(preset)
     fn, kw = _call(name, preset)
-    if not (live or live_requested()) and matches(name, preset, folder):
+    if not (live or live_requested()) and matches(name, preset, reference, folder):
         return load(name, folder)["result"], "stored"
     return fn(reference, preset, progress=progress, **kw), "live"
 
@@ -205,13 +222,8 @@ def store(names, preset="cpu", folder: Path | None = None, progress: bool = True
         result = fn(reference, preset, progress=progress, **kw)
         rec = {
             "call": _encode(kw),
-            "provenance": provenance(preset),
-            "machine": {
-                "torch": torch.__version__,
-                "kernel": torch.backends.cpu.get_cpu_capability(),
-                "threads": torch.get_num_threads(),
-                "commit": _commit(),
-            },  # fmt: skip
+            "provenance": provenance(preset, reference),
+            "run": {"threads": torch.get_num_threads(), "commit": _commit()},
             "seconds": round(time.perf_counter() - t0, 1),
             "result": _encode(_stored_part(name, result)),
         }
@@ -239,13 +251,15 @@ def main(argv=None) -> int:
         p.error(f"no stored call {', '.join(unknown)}; the calls are {', '.join(CALLS)}")
     preset = get_preset("cpu")
     if args.list:
+        reference = reference_policy(preset, progress=False)
         for n in names:
             if not path_of(n).exists():
                 print(f"{n}: not stored")
                 continue
             rec = load(n)
-            state = "matches this code" if matches(n, preset) else "STALE: run --store"
-            print(f"{n}: {rec['seconds']} s on {rec['machine']['kernel']}, commit {rec['machine']['commit']}; {state}")
+            state = "matches this code and machine" if matches(n, preset, reference) else "does not match: run --store"
+            kernel, commit = rec["provenance"]["machine"]["kernel"], rec["run"]["commit"]
+            print(f"{n}: {rec['seconds']} s on {kernel}, commit {commit}; {state}")
         return 0
     recs = store(names, preset, write=args.store)
     status = 0
