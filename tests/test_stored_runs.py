@@ -1,7 +1,7 @@
 """Notebook 10's stored runs (`grpo_edu.studies.stored_runs`): a stored result is the call's own result
 (stored, loaded and made whole, it equals the run it came from), it stands in for the call only when it is
-what the call would compute (the same preset and seed, reference config and code; not with ``live``,
-``$GRPO_EDU_LIVE=1``, a seed shift or another code), the committed files are those of this code, and the
+what the call would compute from (the same preset and seed, reference config and weights, code, torch
+and CPU kernel; not with ``live``, ``$GRPO_EDU_LIVE=1``, a seed shift, another reference, code or machine), the committed files are those of this code, and the
 code hash covers every project file the calls run."""
 
 import json
@@ -126,7 +126,7 @@ def test_bad_input_is_one_line_before_any_work(tiny, monkeypatch):
 def test_the_committed_stores_are_this_codes(monkeypatch):
     """Each of notebook 10's stored results was computed by this code, on the cpu preset at seed 0, with the
     call the notebook makes: after a change to what trains them (`SOURCES`), run
-    ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
+    ``python -m grpo_edu.studies.stored_runs --store`` (about 6 minutes on one thread) and commit the files."""
     monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
     preset = get_preset("cpu")
     reference = reference_policy(preset, progress=False)
@@ -142,11 +142,11 @@ def test_the_committed_stores_are_this_codes(monkeypatch):
             )
         if stored["machine"] == here["machine"]:  # the machine that stored them: the same reference, so it loads
             assert stored["reference_weights"] == here["reference_weights"] and S.matches(name, preset, reference)
-    # control: the check reads the code's hash (another hash would not match)
+    # control: after an edit of the code the source comparison above fails for every stored call
     real = S.code_fingerprint
     monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
-    assert S.provenance(preset, reference)["source"] != here["source"]
-    assert not S.matches("long_run", preset, reference)
+    edited = S.provenance(preset, reference)["source"]
+    assert all(json.loads(S.path_of(n).read_text())["provenance"]["source"] != edited for n in S.CALLS)
 
 
 def test_the_code_hash_covers_every_project_file_the_calls_run(tiny):
@@ -192,3 +192,28 @@ def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypat
     assert not calls and stored == S.load("long_run")["result"]
     S.run(counted, ref, preset, seeds=[0, 1], steps=3, progress=False)
     assert len(calls) == 1 and calls[0]["steps"] == 3
+
+
+def test_the_machine_is_the_kernel_aten_runs():
+    """`machine` reads the kernel ATen runs: ``ATEN_CPU_CAPABILITY=default`` in a fresh process names another
+    one wherever the native kernel is not the default (the control: the native one, in this process)."""
+    import subprocess
+
+    code = "from grpo_edu.studies import stored_runs as S; print(S.machine()['kernel'])"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    forced = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    native = S.machine()["kernel"]
+    assert forced.stdout.strip() == "DEFAULT"
+    if native == "DEFAULT":
+        pytest.skip("this CPU's native kernel is the default one: no other kernel to tell apart")
+    assert native != forced.stdout.strip()
+
+
+def test_a_stored_read_says_so(tiny, tmp_path, capsys):
+    ref, preset = tiny
+    S.store(["long_run"], preset, folder=tmp_path, progress=False)
+    capsys.readouterr()
+    S.get("long_run", ref, preset, progress=False, folder=tmp_path)
+    assert "long_run: read from the store" in capsys.readouterr().out
+    S.get("long_run", ref, preset, live=True, progress=False, folder=tmp_path)  # control: a live run says nothing
+    assert "read from the store" not in capsys.readouterr().out

@@ -13,7 +13,8 @@ every part of that provenance is this call's here, so that the call would comput
 runs the call. A seed shift (``$GRPO_EDU_SEED_SHIFT``), another CPU kernel or torch build, another
 reference or other code all train; so do ``live=True`` (the notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1``
 (set by ``grpo-edu check-notebooks`` and ``python -m course.checks draw``). ``--check`` trains the calls
-again and says whether each equals the stored result; ``--list`` says whether each matches this code.
+again and says whether each equals the stored result; ``--list`` says whether each matches this code
+and machine.
 """
 
 from __future__ import annotations
@@ -178,12 +179,14 @@ def matches(name: str, preset, reference, folder: Path | None = None) -> bool:
 
 def get(name: str, reference, preset="cpu", live: bool = False, progress: bool = True, folder: Path | None = None):
     """The result of the call ``name`` on ``preset`` from ``reference``: the stored one when it `matches` and
-    neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run, else the call run here. Returns ``(result, how)``,
-    ``how`` "stored" or "live"."""
+    neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run (it prints one line saying so), else the call run
+    here. Returns ``(result, how)``, ``how`` "stored" or "live"."""
     preset = resolve_preset(preset)
     fn, kw = _call(name, preset)
     if not (live or live_requested()) and matches(name, preset, reference, folder):
-        return load(name, folder)["result"], "stored"
+        rec = load(name, folder)
+        print(f"{name}: read from the store ({rec['seconds']:.0f} s of training; LIVE = True trains it here)")
+        return rec["result"], "stored"
     return fn(reference, preset, progress=progress, **kw), "live"
 
 
