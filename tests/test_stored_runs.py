@@ -126,7 +126,7 @@ def test_bad_input_is_one_line_before_any_work(tiny, monkeypatch):
 def test_the_committed_stores_are_this_codes(monkeypatch):
     """Each of notebook 10's stored results was computed by this code, on the cpu preset at seed 0, with the
     call the notebook makes: after a change to what trains them (`SOURCES`), run
-    ``python -m grpo_edu.studies.stored_runs --store`` (about 6 minutes on one thread) and commit the files."""
+    ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
     monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
     preset = get_preset("cpu")
     reference = reference_policy(preset, progress=False)

@@ -1,6 +1,6 @@
 """The course's longest cells, trained once and stored: notebook 10's long runs.
 
-Four regime calls of notebook 10, named in `CALLS`, train for about 6 minutes together on one CPU thread:
+Four regime calls of notebook 10, named in `CALLS`, train for about 5 minutes together on one CPU thread:
 part 1's long run (two clips, two seeds, 200 steps each), its over-optimisation grid and the grid's unseen
 seed, and part 2's four 200-step runs. ``python -m grpo_edu.studies.stored_runs --store`` runs them on the
 cpu preset from its cached reference and keeps each result in ``data/stored_runs/NAME.json`` with what it
