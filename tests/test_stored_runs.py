@@ -215,5 +215,6 @@ def test_a_stored_read_says_so(tiny, tmp_path, capsys):
     capsys.readouterr()
     S.get("long_run", ref, preset, progress=False, folder=tmp_path)
     assert "long_run: read from the store" in capsys.readouterr().out
-    S.get("long_run", ref, preset, live=True, progress=False, folder=tmp_path)  # control: a live run says nothing
-    assert "read from the store" not in capsys.readouterr().out
+    S.get("long_run", ref, preset, live=True, progress=False, folder=tmp_path)  # control: a live run says it trained
+    out = capsys.readouterr().out
+    assert "read from the store" not in out and "long_run: trained here (LIVE)" in out

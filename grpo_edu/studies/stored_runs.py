@@ -9,10 +9,11 @@ of the reference's weights, a hash of the code that trains it (`SOURCES`), torch
 kernel; and the commit and seconds it took.
 
 `run` is what a notebook calls, with the regime call written out: it returns the stored result only when
-every part of that provenance is this call's here, so that the call would compute exactly it; otherwise it
-runs the call. A seed shift (``$GRPO_EDU_SEED_SHIFT``), another CPU kernel or torch build, another
-reference or other code all train; so do ``live=True`` (the notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1``
-(set by ``grpo-edu check-notebooks`` and ``python -m course.checks draw``). ``--check`` trains the calls
+every part of that provenance is this call's here (the inputs the result was computed from); otherwise it
+runs the call. Either way it prints one line saying which. A seed shift (``$GRPO_EDU_SEED_SHIFT``),
+another CPU kernel or torch build, another reference or other code all train; so do ``live=True`` (the
+notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1`` (set by ``grpo-edu check-notebooks`` and
+``python -m course.checks draw``). ``--check`` trains the calls
 again and says whether each equals the stored result; ``--list`` says whether each matches this code
 and machine.
 """
@@ -166,7 +167,7 @@ def live_requested() -> bool:
 
 
 def matches(name: str, preset, reference, folder: Path | None = None) -> bool:
-    """The stored result of ``name`` exists and is what the call would compute on ``preset`` from ``reference``
+    """The stored result of ``name`` exists and was computed from this call's inputs on ``preset`` from ``reference``
     (its arguments and every part of `provenance` the same)."""
     p = path_of(name, folder)
     if not p.exists():
@@ -179,14 +180,15 @@ def matches(name: str, preset, reference, folder: Path | None = None) -> bool:
 
 def get(name: str, reference, preset="cpu", live: bool = False, progress: bool = True, folder: Path | None = None):
     """The result of the call ``name`` on ``preset`` from ``reference``: the stored one when it `matches` and
-    neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run (it prints one line saying so), else the call run
-    here. Returns ``(result, how)``, ``how`` "stored" or "live"."""
+    neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run, else the call run here; one line says which. Returns ``(result, how)``, ``how`` "stored" or "live"."""
     preset = resolve_preset(preset)
     fn, kw = _call(name, preset)
     if not (live or live_requested()) and matches(name, preset, reference, folder):
         rec = load(name, folder)
         print(f"{name}: read from the store ({rec['seconds']:.0f} s of training; LIVE = True trains it here)")
         return rec["result"], "stored"
+    why = "LIVE" if live or live_requested() else "not stored for this code, reference, kernel and torch"
+    print(f"{name}: trained here ({why})")
     return fn(reference, preset, progress=progress, **kw), "live"
 
 
@@ -246,7 +248,9 @@ def main(argv=None) -> int:
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--store", action="store_true", help=f"run them and write {DATA.name}/NAME.json")
     what.add_argument("--check", action="store_true", help="run them and compare with the stored files")
-    what.add_argument("--list", action="store_true", help="say what is stored and whether it matches this code")
+    what.add_argument(
+        "--list", action="store_true", help="say what is stored and whether it matches this code and machine"
+    )
     args = p.parse_args(argv)
     names = args.names or list(CALLS)
     unknown = [n for n in names if n not in CALLS]
