@@ -132,15 +132,12 @@ def teacher_policy(kind: str, task, preset, reference, steps: int, sequences_per
 
     from ..algorithms import make_algorithm
     from ..train import train
-    from ..warmstart.reference import cache_dir, code_fingerprint, reference_config
+    from ..warmstart.reference import cache_dir, code_fingerprint, reference_config, weights_hash
 
     if kind not in ("rl", "easy"):
         raise ValueError(f"teacher kind must be 'rl' or 'easy', got {kind!r}")
-    weights = hashlib.sha256()
-    for name, t in reference.state_dict().items():
-        weights.update(f"{name} {tuple(t.shape)} {t.dtype}".encode() + b"\0" + t.detach().cpu().numpy().tobytes())
     key = {"reference": reference_config(task, preset.model, preset.sft, preset.device),
-           "reference_weights": weights.hexdigest()[:16], "reference_model": reference.config.to_dict(),
+           "reference_weights": weights_hash(reference), "reference_model": reference.config.to_dict(),
            "task": task.config, "kind": kind, "bound": _bound(preset) if kind == "easy" else None, "steps": steps,
            "sequences_per_step": sequences_per_step or preset.sequences_per_step, "seed": preset.seed + TEACHER_SEED,
            "source": code_fingerprint(TEACHER_SOURCES)}  # fmt: skip

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import subprocess
@@ -33,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ..warmstart.presets import get_preset, make_task, resolve_preset
-from ..warmstart.reference import code_fingerprint, reference_config, reference_policy
+from ..warmstart.reference import code_fingerprint, reference_config, reference_policy, weights_hash
 from . import regimes
 
 DATA = Path(__file__).with_name("data") / "stored_runs"
@@ -72,14 +71,6 @@ def _call(name: str, preset) -> tuple:
         raise ValueError(f"no stored call {name!r}; the calls are {', '.join(CALLS)}")
     fn, kw = CALLS[name]
     return fn, {**kw, "seeds": tuple(preset.seed + s for s in kw["seeds"])}
-
-
-def weights_hash(model) -> str:
-    """A hash of a model's parameters and buffers: names, shapes, dtypes and bytes."""
-    h = hashlib.sha256()
-    for name, t in model.state_dict().items():
-        h.update(f"{name} {tuple(t.shape)} {t.dtype}".encode() + b"\0" + t.detach().cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 def machine() -> dict:
@@ -151,11 +142,22 @@ def path_of(name: str, folder: Path | None = None) -> Path:
     return Path(folder or DATA) / f"{name}.json"
 
 
+def _read(name: str, folder: Path | None = None) -> dict | None:
+    """The stored file of ``name`` as written, or None."""
+    p = path_of(name, folder)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _whole(name: str, rec: dict) -> dict:
+    return {**rec, "result": _completed(name, _decode(rec["result"]))}
+
+
 def load(name: str, folder: Path | None = None) -> dict:
     """The stored file of ``name``: {"call", "provenance", "run", "seconds", "result"} (result whole)."""
-    with open(path_of(name, folder)) as f:
-        rec = json.load(f)
-    return {**rec, "result": _completed(name, _decode(rec["result"]))}
+    rec = _read(name, folder)
+    if rec is None:
+        raise FileNotFoundError(f"{path_of(name, folder)}: not stored (python -m grpo_edu.studies.stored_runs --store)")
+    return _whole(name, rec)
 
 
 def live_requested() -> bool:
@@ -169,13 +171,15 @@ def live_requested() -> bool:
 def matches(name: str, preset, reference, folder: Path | None = None) -> bool:
     """The stored result of ``name`` exists and was computed from this call's inputs on ``preset`` from ``reference``
     (its arguments and every part of `provenance` the same)."""
-    p = path_of(name, folder)
-    if not p.exists():
-        return False
-    with open(p) as f:
-        rec = json.load(f)
-    preset = resolve_preset(preset)
-    return rec["call"] == _encode(_call(name, preset)[1]) and rec["provenance"] == provenance(preset, reference)
+    return _matching(name, _read(name, folder), resolve_preset(preset), reference)
+
+
+def _matching(name: str, rec: dict | None, preset, reference) -> bool:
+    return (
+        rec is not None
+        and rec["call"] == _encode(_call(name, preset)[1])
+        and rec["provenance"] == provenance(preset, reference)
+    )
 
 
 def get(name: str, reference, preset="cpu", live: bool = False, progress: bool = True, folder: Path | None = None):
@@ -183,8 +187,9 @@ def get(name: str, reference, preset="cpu", live: bool = False, progress: bool =
     neither ``live`` nor ``$GRPO_EDU_LIVE=1`` asks for a run, else the call run here; one line says which. Returns ``(result, how)``, ``how`` "stored" or "live"."""
     preset = resolve_preset(preset)
     fn, kw = _call(name, preset)
-    if not (live or live_requested()) and matches(name, preset, reference, folder):
-        rec = load(name, folder)
+    rec = None if live or live_requested() else _read(name, folder)
+    if _matching(name, rec, preset, reference):
+        rec = _whole(name, rec)
         print(f"{name}: read from the store ({rec['seconds']:.0f} s of training; LIVE = True trains it here)")
         return rec["result"], "stored"
     why = "LIVE" if live or live_requested() else "not stored for this code, reference, kernel and torch"

@@ -87,6 +87,15 @@ def code_fingerprint(patterns: tuple[str, ...] = _SFT_SOURCES) -> str:
     return h.hexdigest()[:16]
 
 
+def weights_hash(model) -> str:
+    """A hash of a model's parameters and buffers (names, shapes, dtypes and bytes): which weights a result
+    was computed from (a teacher's cache key, a stored run's provenance)."""
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(f"{name} {tuple(t.shape)} {t.dtype}".encode() + b"\0" + t.detach().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def runtime_fingerprint(device) -> dict:
     """What besides the config moves the trained weights: the SFT path's code, torch's version,
     the vector kernel ATen runs (another kernel rounds differently) and the device type."""
