@@ -35,3 +35,32 @@ def tiny_policy():
 
     torch.manual_seed(0)
     return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+
+
+@pytest.fixture
+def project_files_run():
+    """``files(call)``: call ``call()`` and return the project files whose code ran (``sys.setprofile``), the
+    tests' own files and hidden folders (a venv) left out: what a cache key's source hash must cover."""
+    import os
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    tests = os.path.join(root, "tests") + os.sep
+
+    def files(call) -> set:
+        ran = set()
+
+        def watch(frame, event, arg):
+            name = frame.f_code.co_filename
+            if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and not name.startswith(tests):
+                ran.add(name)
+
+        sys.setprofile(watch)
+        try:
+            call()
+        finally:
+            sys.setprofile(None)
+        return ran
+
+    return files

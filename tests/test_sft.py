@@ -78,26 +78,14 @@ def test_sft_is_deterministic_and_cache_roundtrips(tmp_path):
     assert not idd["loaded"] and idd["path"] != ia["path"]
 
 
-def test_the_fingerprint_covers_every_project_file_the_sft_runs():
+def test_the_fingerprint_covers_every_project_file_the_sft_runs(project_files_run):
     """The cache key hashes `source_files`; a file the SFT runs that is not among them could change
     the weights without changing the key (a stale reference served from the cache)."""
-    import sys
-
-    root = str(Path(reference_module.__file__).resolve().parents[2])
-    ran = set()
-
-    def watch(frame, event, arg):
-        name = frame.f_code.co_filename
-        if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and name != __file__:
-            ran.add(name)
-
     task = ArithmeticTask(digits=1, eval_size=20)
     cfg = SFTConfig(max_steps=5, target_accuracy=1.0, eval_every=5, batch_size=32, operand_below=5)
-    sys.setprofile(watch)
-    try:
-        reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=False, progress=True)
-    finally:
-        sys.setprofile(None)
+    ran = project_files_run(
+        lambda: reference_policy(task=task, model_config=TINY, sft_config=cfg, cache=False, progress=True)
+    )
     hashed = {str(f) for f in source_files()}
     assert any(f.endswith("sft.py") for f in ran) and any(f.endswith("model.py") for f in ran)  # it watched
     assert ran <= hashed, f"the SFT ran files the cache key does not hash: {sorted(ran - hashed)}"

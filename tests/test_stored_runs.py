@@ -149,24 +149,11 @@ def test_the_committed_stores_are_this_codes(monkeypatch):
     assert all(json.loads(S.path_of(n).read_text())["provenance"]["source"] != edited for n in S.CALLS)
 
 
-def test_the_code_hash_covers_every_project_file_the_calls_run(tiny):
+def test_the_code_hash_covers_every_project_file_the_calls_run(tiny, project_files_run):
     """A file the stored calls run that `SOURCES` does not hash could change their results without staling
     the store."""
     ref, preset = tiny
-    root = str(Path(S.__file__).resolve().parents[2])
-    ran = set()
-
-    def watch(frame, event, arg):
-        name = frame.f_code.co_filename
-        if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and name != __file__:
-            ran.add(name)
-
-    sys.setprofile(watch)
-    try:
-        for name in TINY:
-            S.get(name, ref, preset, live=True, progress=False)
-    finally:
-        sys.setprofile(None)
+    ran = project_files_run(lambda: [S.get(name, ref, preset, live=True, progress=False) for name in TINY])
     hashed = {str(f) for f in source_files(S.SOURCES)}
     for part in ("train.py", "long_run_entropy.py", "reward_model.py"):  # control: it watched the calls
         assert any(f.endswith(part) for f in ran), part

@@ -6,7 +6,6 @@ import dataclasses
 import importlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,24 +26,12 @@ def _tiny(seed=0):
 
 
 @pytest.mark.parametrize("kind", ["rl", "easy"])
-def test_the_teacher_fingerprint_covers_every_project_file_its_training_runs(kind, tmp_path):
+def test_the_teacher_fingerprint_covers_every_project_file_its_training_runs(kind, tmp_path, project_files_run):
     """A file the teacher's training runs that `TEACHER_SOURCES` does not hash could change the teacher's
     weights without changing its key (a stale teacher served from the cache)."""
-    root = str(Path(reference_module.__file__).resolve().parents[2])
-    ran = set()
-
-    def watch(frame, event, arg):
-        name = frame.f_code.co_filename
-        if name.startswith(root + os.sep) and os.sep + "." not in name[len(root) :] and name != __file__:
-            ran.add(name)
-
     preset = get_preset("cpu", world="spread")
     task = make_task(preset)
-    sys.setprofile(watch)
-    try:
-        study.teacher_policy(kind, task, preset, _tiny(), **BUDGET, cache=tmp_path)
-    finally:
-        sys.setprofile(None)
+    ran = project_files_run(lambda: study.teacher_policy(kind, task, preset, _tiny(), **BUDGET, cache=tmp_path))
     hashed = {str(f) for f in source_files(study.TEACHER_SOURCES)}
     # control: it watched the RL loop (files the reference's SFT sources do not hash)
     assert any(f.endswith(os.path.join("grpo_edu", "train.py")) for f in ran)
