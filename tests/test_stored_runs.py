@@ -13,24 +13,47 @@ import pytest
 import torch
 
 from grpo_edu import ModelConfig, TinyGPT, get_preset, reference_policy
-from grpo_edu.studies import regimes
+from grpo_edu.measure.compare import run_comparison
+from grpo_edu.studies import credit_pays, distillation, policy_lag, regimes
 from grpo_edu.studies import stored_runs as S
 from grpo_edu.warmstart.presets import SEED_SHIFT_ENV
 from grpo_edu.warmstart.reference import source_files
 
-TINY = {  # each regime's call, small: a step or two of 64 completions from a 1-layer policy
-    "long_run": (regimes.run_long_run, {"seeds": (0, 1), "steps": 2}),
-    "overoptimisation": (
+TINY = {  # each stored call, small: a step or two of 64 completions (a regime's from a 1-layer policy)
+    "long_run": S.Call(regimes.run_long_run, {"seeds": (0, 1), "steps": 2}),
+    "overoptimisation": S.Call(
         regimes.run_overoptimisation,
         {"seeds": (0,), "steps": 4, "betas": (0.0, 0.3), "sizes": (64, 128), "eval_every": 2},
     ),
-    "long_run_entropy": (regimes.run_long_run_entropy, {"seeds": (0,), "steps": 3}),
+    "long_run_entropy": S.Call(regimes.run_long_run_entropy, {"seeds": (0,), "steps": 3}),
+    # the "preset" form: each starts from the preset's own cached reference
+    "race_spread": S.Call(
+        run_comparison, {"seeds": 1, "steps": 1, "measure": False, "algorithms": ("grpo",)}, "preset", "spread"
+    ),
+    "policy_lag": S.Call(policy_lag.run, {"lags": (0, 2), "seeds": (0,), "steps": 1, "eval_every": 1}, "preset"),
+    "distillation": S.Call(distillation.run, {"seeds": 1, "size": "tiny"}, "preset"),
+    "credit_scratchpad": S.Call(credit_pays.scratchpad_reading, {"seeds": (0,), "size": "tiny"}, "preset"),
+    "credit_junk": S.Call(credit_pays.junk_reading, {"seeds": (0,), "size": "tiny"}, "preset"),
+    "credit_pairs": S.Call(
+        credit_pays.run_pairs,
+        {
+            "pairs": {
+                "spread": ("V*(s_0), exact prompt value", "V*(s_t), lam 0"),
+                "junk": ("batch mean", "learned critic (PPO)"),
+            },
+            "seeds": (0,),
+            "size": "tiny",
+        },
+        "preset",
+    ),
+    "thinking_blank": S.Call(regimes.thinking.run_causes, {"seeds": (0,), "steps": 2, "tiny": True}),
 }
+PRESET_FORM = [n for n, c in TINY.items() if c.form == "preset"]
 
 
 def _tiny_ref():
     torch.manual_seed(0)
-    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=12))
+    return TinyGPT(ModelConfig(d_model=16, n_layers=1, n_heads=2, max_seq_len=22))  # 22: thinking_blank's task fits
 
 
 @pytest.fixture
@@ -45,14 +68,15 @@ def tiny(monkeypatch):
 
 
 def _comparable(name, result):
-    """The result as text (a NaN of a tiny run equals itself there), the fits by their parameters."""
+    """The result as text (a NaN of a tiny run equals itself there), the fits by their parameters, what a
+    clock measured left out."""
     if name == "overoptimisation":
         fits = {n: (f.alpha, f.beta, f.rmse) for n, f in result["fits"].items()}
         result = {**{k: v for k, v in result.items() if k != "fits"}, "fits": fits}
-    return json.dumps(S._encode(result), sort_keys=True)
+    return json.dumps(S._encode(S.untimed(result)), sort_keys=True)
 
 
-@pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.parametrize("name", [n for n in TINY if n not in PRESET_FORM] + ["policy_lag"])
 def test_a_stored_result_loads_as_the_run_it_came_from(name, tiny, tmp_path):
     ref, preset = tiny
     live, how = S.get(name, ref, preset, live=True, progress=False)
@@ -83,7 +107,7 @@ def test_the_store_stands_in_only_for_the_same_computation(change, tiny, tmp_pat
     S.store(["long_run"], preset, folder=tmp_path, progress=False)
     calls = []
     monkeypatch.setattr(
-        S, "CALLS", {"long_run": (lambda *a, **k: calls.append(k) or {"ran": True}, TINY["long_run"][1])}
+        S, "CALLS", {"long_run": S.Call(lambda *a, **k: calls.append(k) or {"ran": True}, TINY["long_run"].kwargs)}
     )
     live = change == "live"
     if change == "environment":
@@ -128,10 +152,11 @@ def test_the_committed_stores_are_this_codes(monkeypatch):
     call the notebook makes: after a change to what trains them (`SOURCES`), run
     ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
     monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
-    preset = get_preset("cpu")
-    reference = reference_policy(preset, progress=False)
-    here = S.provenance(preset, reference)
+    base = get_preset("cpu")
     for name in S.CALLS:
+        preset = S._preset_of(name, base)
+        reference = S.reference_of(name, preset)
+        here = S.provenance(preset, reference)
         assert S.path_of(name).exists(), f"{name}: not stored (python -m grpo_edu.studies.stored_runs --store)"
         rec = json.loads(S.path_of(name).read_text())
         assert rec["call"] == S._encode(S._call(name, preset)[1]), f"{name}: stored with another call"
@@ -145,7 +170,7 @@ def test_the_committed_stores_are_this_codes(monkeypatch):
     # control: after an edit of the code the source comparison above fails for every stored call
     real = S.code_fingerprint
     monkeypatch.setattr(S, "code_fingerprint", lambda patterns: real(patterns) + "-edited")
-    edited = S.provenance(preset, reference)["source"]
+    edited = S.provenance(base, reference_policy(base, progress=False))["source"]
     assert all(json.loads(S.path_of(n).read_text())["provenance"]["source"] != edited for n in S.CALLS)
 
 
@@ -155,7 +180,7 @@ def test_the_code_hash_covers_every_project_file_the_calls_run(tiny, project_fil
     ref, preset = tiny
     ran = project_files_run(lambda: [S.get(name, ref, preset, live=True, progress=False) for name in TINY])
     hashed = {str(f) for f in source_files(S.SOURCES)}
-    for part in ("train.py", "long_run_entropy.py", "reward_model.py"):  # control: it watched the calls
+    for part in ("train.py", "long_run_entropy.py", "reward_model.py", "compare.py", "policy_lag.py"):  # control
         assert any(f.endswith(part) for f in ran), part
     ran.discard(str(Path(S.__file__).resolve()))  # the loader itself computes nothing stored
     assert ran <= hashed, f"the stored calls ran files the code hash does not cover: {sorted(ran - hashed)}"
@@ -174,7 +199,7 @@ def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypat
         calls.append(k)
         return real(*a, **k)
 
-    monkeypatch.setattr(S, "CALLS", {"long_run": (counted, TINY["long_run"][1])})
+    monkeypatch.setattr(S, "CALLS", {"long_run": S.Call(counted, TINY["long_run"].kwargs)})
     stored = S.run(counted, ref, preset, seeds=(0, 1), steps=2, progress=False)
     assert not calls and stored == S.load("long_run")["result"]
     S.run(counted, ref, preset, seeds=[0, 1], steps=3, progress=False)
@@ -205,3 +230,25 @@ def test_a_stored_read_says_so(tiny, tmp_path, capsys):
     S.get("long_run", ref, preset, live=True, progress=False, folder=tmp_path)  # control: a live run says it trained
     out = capsys.readouterr().out
     assert "read from the store" not in out and "long_run: trained here (LIVE)" in out
+
+
+def test_a_study_from_the_presets_reference_gets_its_store(tiny, tmp_path, monkeypatch):
+    """`run_preset` with a stored call of the "preset" form loads it, in the call's world; in another world
+    or with another step count (the controls) the call runs."""
+    ref, preset = tiny
+    monkeypatch.setattr(S, "DATA", tmp_path)
+    calls = []
+
+    def counted(preset, progress=True, **k):
+        calls.append((preset.world, k))
+        return {"world": preset.world, "steps": k["steps"]}
+
+    monkeypatch.setattr(S, "CALLS", {"study": S.Call(counted, {"seeds": 1, "steps": 2}, "preset", "spread")})
+    S.store(["study"], preset, progress=False)
+    assert calls == [("spread", {"seeds": 1, "steps": 2})]  # stored in the call's world
+    spread = S.with_world(preset, "spread")
+    assert S.run_preset(counted, spread, seeds=1, steps=2, progress=False) == {"world": "spread", "steps": 2}
+    assert len(calls) == 1  # read, not run
+    S.run_preset(counted, preset, seeds=1, steps=2, progress=False)  # the default world: not this store
+    S.run_preset(counted, spread, seeds=1, steps=3, progress=False)
+    assert calls[1:] == [("default", {"seeds": 1, "steps": 2}), ("spread", {"seeds": 1, "steps": 3})]

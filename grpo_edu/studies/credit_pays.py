@@ -31,7 +31,8 @@ The arms, from the world's reference, 40 steps x 512 completions (the difficulty
 alone.) The measure is sampled held-out accuracy (temperature 1, each of the 500 held-out problems sampled
 4 times: what RL optimises, and the accuracy that sees junk), with greedy held-out accuracy beside it. The
 reading (1)-(2) is measured at the reference: a critic fitted 40 steps (`fit_critic`) and V*, EV_t by
-position (`critic_by_position`).
+position (`critic_by_position`). Notebook 08 part 2's longest cells are `scratchpad_reading`, `junk_reading`
+and `run_pairs`, numbers only (JSON): `grpo_edu.studies.stored_runs` keeps them.
 
     python -m grpo_edu.studies.credit_pays --seeds 3          # about 15 minutes on one thread
 
@@ -73,8 +74,10 @@ COMPARISONS = (  # (what, arm, against it, the claim) each a paired difference p
 )  # fmt: skip
 MARGIN = 0.02
 SIZES = {  # "full": the difficulty regime's budget; "tiny": the test's (seconds, numbers meaningless)
-    "full": dict(steps=40, sequences_per_step=None, fit_steps=40, probe=2048, samples=4),  # the preset's batch
-    "tiny": dict(steps=1, sequences_per_step=16, fit_steps=2, probe=32, samples=1),
+    "full": dict(  # the preset's batch
+        steps=40, sequences_per_step=None, fit_steps=40, probe=2048, samples=4, prompts=192, prompt_samples=32
+    ),
+    "tiny": dict(steps=1, sequences_per_step=16, fit_steps=2, probe=32, samples=1, prompts=8, prompt_samples=2),
 }
 
 
@@ -188,6 +191,114 @@ def run_arm(name, task, preset, reference, seed, steps=40, sequences_per_step=No
         "reward": [round(float(x), 4) for x in h.series("reward")],
         "seconds": time.perf_counter() - t0,
     }
+
+
+# -- notebook 08 part 2's longest cells, as numbers (JSON): `grpo_edu.studies.stored_runs` keeps them --------
+
+
+def _plain(x):
+    """``x`` with numpy and torch numbers and arrays as Python numbers and lists (a stored result is JSON)."""
+    import torch
+
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v) for v in x)
+    if isinstance(x, (np.ndarray, np.generic, torch.Tensor)):
+        return x.tolist()
+    return x
+
+
+def _one_seed(seeds) -> int:
+    seeds = tuple(seeds)
+    if len(seeds) != 1 or isinstance(seeds[0], bool) or not isinstance(seeds[0], int):
+        raise ValueError(f"seeds must hold one integer seed, (seed,), got {seeds!r}")
+    return seeds[0]
+
+
+def _world_reference(world: str, preset, size: str):
+    """``(task, preset, reference)`` of one of `WORLDS` (`world_setup`), its SFT reference cached; at the
+    tiny size a 5-step SFT."""
+    from ..warmstart.reference import reference_policy
+
+    task, p = world_setup(world, preset)
+    if size == "tiny":
+        p = dataclasses.replace(p, sft=dataclasses.replace(p.sft, max_steps=5, eval_every=5, batch_size=32))
+    return task, p, reference_policy(p, task=task, progress=False)
+
+
+def reference_reading(reference, task, seed: int, size: str = "full", progress: bool = False) -> dict:
+    """At ``reference``: ``"dec"``, the `variance_decomposition` of its success on the size's ``prompts``
+    training problems (``prompt_samples`` answers each, seed ``seed``), and ``"pos"``, `critic_by_position`
+    (seed ``seed + 2``) of a critic fitted ``fit_steps`` steps (seed ``seed + 1``)."""
+    from ..measure import credit
+    from ..measure import difficulty as D
+    from ..measure.variance import fit_critic
+
+    z = SIZES[size]
+    p = D.prompt_success(reference, task, n_prompts=z["prompts"], samples=z["prompt_samples"], seed=seed)["p"]
+    dec = D.variance_decomposition(p, make_algorithm("grpo").config.group_size, n_samples=z["prompt_samples"])
+    critic, _ = fit_critic(reference, task, steps=z["fit_steps"], seed=seed + 1, progress=progress)
+    return _plain({"dec": dec, "pos": credit.critic_by_position(reference, task, critic, n=z["probe"], seed=seed + 2)})
+
+
+def scratchpad_reading(preset="cpu", progress: bool = True, seeds=(0,), size: str = "full") -> dict:
+    """Notebook 09's scratchpad world (`regimes.thinking.thinking_setup` of the preset's default world) read at
+    its cached SFT reference: `reference_reading` at seed ``seeds[0] + 8``, ``{"dec", "pos"}``."""
+    from ..warmstart.presets import resolve_preset, setup_torch, with_world
+    from ..warmstart.reference import reference_policy
+    from .regimes import thinking
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {list(SIZES)}")
+    preset = with_world(resolve_preset(preset), "default")
+    setup_torch(preset)
+    task, fit = thinking.thinking_setup(preset, tiny=size == "tiny")
+    reference = reference_policy(fit, task=task, progress=False)
+    return reference_reading(reference, task, _one_seed(seeds) + 8, size, progress)
+
+
+def junk_reading(preset="cpu", progress: bool = True, seeds=(0,), size: str = "full") -> dict:
+    """The junk world read at its cached reference (`junk_setup`): `reference_reading` at seed
+    ``seeds[0] + 11``, ``"rates"`` (`junk_rates` sampled and greedy, seed ``seeds[0] + 5``) and ``"greedy"``,
+    its greedy held-out accuracy."""
+    from ..evaluation import evaluate
+    from ..warmstart.presets import resolve_preset, setup_torch
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {list(SIZES)}")
+    seed, preset = _one_seed(seeds), resolve_preset(preset)
+    setup_torch(preset)
+    task, _, reference = _world_reference("junk", preset, size)
+    n = SIZES[size]["probe"]
+    rates = {k: junk_rates(reference, task, n, seed + 5, t) for k, t in (("sampled", 1.0), ("greedy", 0.0))}
+    reading = reference_reading(reference, task, seed + 11, size, progress)
+    return {**reading, "rates": rates, "greedy": float(evaluate(reference, task))}
+
+
+def run_pairs(preset="cpu", progress: bool = True, seeds=(0,), pairs=None, size: str = "full") -> dict:
+    """`run_arm` of each arm of ``pairs`` (``{world: arm names}``; None: every arm in every world) from the
+    world's cached reference at seed ``seeds[0]``, with the size's budget: ``{world: {arm: its result}}``,
+    without the measured ``"seconds"``."""
+    from ..progress import progress_bar
+    from ..warmstart.presets import resolve_preset, setup_torch
+
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {list(SIZES)}")
+    seed, preset, z = _one_seed(seeds), resolve_preset(preset), SIZES[size]
+    pairs = {w: tuple(ARMS) for w in WORLDS} if pairs is None else pairs
+    setup_torch(preset)
+    bar = progress_bar(total=sum(len(a) for a in pairs.values()), desc="credit arms", disable=not progress)
+    out = {}
+    for world, arms in pairs.items():
+        task, p, reference = _world_reference(world, preset, size)
+        out[world] = {}
+        for a in arms:
+            r = run_arm(a, task, p, reference, seed, z["steps"], z["sequences_per_step"], z["samples"])
+            out[world][a] = _plain({k: v for k, v in r.items() if k != "seconds"})
+            bar.update(1)
+    bar.close()
+    return out
 
 
 def run_credit_pays(preset="cpu", seeds=3, worlds=WORLDS, arms=None, tiny=False, progress=True) -> dict:

@@ -1,21 +1,25 @@
-"""The course's longest cells, trained once and stored: notebook 10's long runs.
+"""The course's longest cells, trained once and stored.
 
-Four regime calls of notebook 10, named in `CALLS`, train for about 5 minutes together on one CPU thread:
-part 1's long run (two clips, two seeds, 200 steps each), its over-optimisation grid and the grid's unseen
-seed, and part 2's four 200-step runs. ``python -m grpo_edu.studies.stored_runs --store`` runs them on the
-cpu preset from its cached reference and keeps each result in ``data/stored_runs/NAME.json`` with what it
-was computed from (`provenance`): the arguments, the preset (its seed too), the reference's config, a hash
-of the reference's weights, a hash of the code that trains it (`SOURCES`), torch's version and the CPU
-kernel; and the commit and seconds it took.
+The calls named in `CALLS` train for about 14 minutes together on one CPU thread: notebook 05's race in
+both worlds, 08 part 2's critics of two references and its four arms, 09's blank-scratchpad runs, 10's long
+runs and over-optimisation grid, 13's lags and 14's distillation study. ``python -m
+grpo_edu.studies.stored_runs --store`` runs them on the cpu preset from their cached references and keeps
+each result in ``data/stored_runs/NAME.json`` with what it was computed from (`provenance`): the
+arguments, the preset (its seed and world too), the reference's config, a hash of the weights of the
+reference the call is given (a study of the "preset" form is given none: the preset's own reference's),
+a hash of the code that trains them (`SOURCES`, which holds the SFT's code too: another reference the
+call trains or loads is that code's on that preset), torch's version and the CPU kernel; and the commit
+and seconds it took.
 
 `run` is what a notebook calls, with the regime call written out: it returns the stored result only when
 every part of that provenance is this call's here (the inputs the result was computed from); otherwise it
 runs the call. Either way it prints one line saying which. A seed shift (``$GRPO_EDU_SEED_SHIFT``),
 another CPU kernel or torch build, another reference or other code all train; so do ``live=True`` (the
 notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1`` (set by ``grpo-edu check-notebooks`` and
-``python -m course.checks draw``). ``--check`` trains the calls
-again and says whether each equals the stored result; ``--list`` says whether each matches this code
-and machine.
+``python -m course.checks draw``). ``run_preset`` is the same for a study of the "preset" form.
+``--check`` trains the calls again and says whether each equals the stored result, what a clock measured
+aside (`untimed`); ``--list`` says whether each matches this code and
+machine.
 """
 
 from __future__ import annotations
@@ -31,25 +35,63 @@ from pathlib import Path
 
 import torch
 
-from ..warmstart.presets import get_preset, make_task, resolve_preset
+from ..measure.compare import run_comparison
+from ..warmstart.presets import get_preset, make_task, resolve_preset, with_world
 from ..warmstart.reference import code_fingerprint, reference_config, reference_policy, weights_hash
-from . import regimes
+from . import credit_pays, distillation, policy_lag, regimes
+from .regimes import thinking
 
 DATA = Path(__file__).with_name("data") / "stored_runs"
 LIVE_ENV = "GRPO_EDU_LIVE"  # "1": every call runs here, nothing is loaded
 
-# name -> (regime function, its keyword arguments): notebook 10's calls, seeds relative to the preset's seed
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A stored call: ``fn`` with ``kwargs`` (seeds, a tuple, counted from the preset's seed). ``form``
+    "reference": ``fn(reference, preset, progress=..., **kwargs)`` (a regime); "preset":
+    ``fn(preset, progress=..., **kwargs)``, which starts from the preset's own cached reference. ``world``:
+    the preset's world (`grpo_edu.get_preset`'s ``world``). ``reference``: builds the reference a call of
+    the "reference" form starts from, ``reference(preset)`` (None: the preset's cached reference)."""
+
+    fn: object
+    kwargs: dict
+    form: str = "reference"
+    world: str = "default"
+    reference: object = None
+
+
+# name -> Call: the course's longest cells (notebooks 05, 08 part 2, 09, 10, 13 and 14)
 CALLS = {
-    "long_run": (regimes.run_long_run, {"seeds": (0, 1), "steps": 200}),
-    "overoptimisation": (
+    "long_run": Call(regimes.run_long_run, {"seeds": (0, 1), "steps": 200}),
+    "overoptimisation": Call(
         regimes.run_overoptimisation,
         {"seeds": (0,), "steps": 60, "betas": (0.0, 0.1, 0.3), "sizes": (8192, 16384, 32768), "eval_every": 5},
     ),
-    "overoptimisation_unseen": (
+    "overoptimisation_unseen": Call(
         regimes.run_overoptimisation,
         {"seeds": (1,), "steps": 60, "betas": (0.0,), "sizes": (32768,), "eval_every": 5},
     ),
-    "long_run_entropy": (regimes.run_long_run_entropy, {"seeds": (0,), "steps": 200}),
+    "long_run_entropy": Call(regimes.run_long_run_entropy, {"seeds": (0,), "steps": 200}),
+    "race_default": Call(run_comparison, {"seeds": 1, "steps": 64, "measure": False}, form="preset", world="default"),
+    "race_spread": Call(run_comparison, {"seeds": 1, "steps": 64, "measure": False}, form="preset", world="spread"),
+    "policy_lag": Call(
+        policy_lag.run, {"lags": (0, 2, 8, 32), "seeds": (0,), "steps": 30, "eval_every": 5}, form="preset"
+    ),
+    "distillation": Call(distillation.run, {"seeds": 1}, form="preset"),
+    "thinking_blank": Call(thinking.run_causes, {"seeds": (0,), "steps": 50}, reference=thinking.task_reference),
+    "credit_scratchpad": Call(credit_pays.scratchpad_reading, {"seeds": (0,)}, form="preset"),
+    "credit_junk": Call(credit_pays.junk_reading, {"seeds": (0,)}, form="preset"),
+    "credit_pairs": Call(
+        credit_pays.run_pairs,
+        {
+            "pairs": {
+                "spread": ("V*(s_0), exact prompt value", "V*(s_t), lam 0"),
+                "junk": ("batch mean", "learned critic (PPO)"),
+            },
+            "seeds": (0,),
+        },
+        form="preset",
+    ),
 }
 # the project files whose code runs while a stored call trains (tests/test_stored_runs.py traces each call
 # small and checks that every project file it runs is hashed here): a change to any of them stales the store
@@ -62,6 +104,10 @@ SOURCES = (
     "grpo_edu/measure/*.py",
     "grpo_edu/demos/reward_model.py",
     "grpo_edu/studies/regimes/*.py",
+    "grpo_edu/studies/policy_lag.py",
+    "grpo_edu/studies/distillation.py",
+    "grpo_edu/studies/credit_pays.py",
+    "grpo_edu/studies/gap_ablation.py",
 )
 
 
@@ -69,8 +115,11 @@ def _call(name: str, preset) -> tuple:
     """The regime function and its arguments for ``preset`` (seeds offset by the preset's seed)."""
     if name not in CALLS:
         raise ValueError(f"no stored call {name!r}; the calls are {', '.join(CALLS)}")
-    fn, kw = CALLS[name]
-    return fn, {**kw, "seeds": tuple(preset.seed + s for s in kw["seeds"])}
+    call = CALLS[name]
+    kw = dict(call.kwargs)
+    if isinstance(kw.get("seeds"), tuple):  # seeds given as such (a count counts from the preset's seed itself)
+        kw["seeds"] = tuple(preset.seed + s for s in kw["seeds"])
+    return call.fn, kw
 
 
 def machine() -> dict:
@@ -124,14 +173,14 @@ def _decode(x):
 
 def _stored_part(name: str, result: dict) -> dict:
     """The part of ``result`` that is kept: all of it, less what is computed again on loading."""
-    if CALLS[name][0] is regimes.run_overoptimisation:
+    if CALLS[name].fn is regimes.run_overoptimisation:
         return {k: v for k, v in result.items() if k not in ("fits", "frontier")}
     return result
 
 
 def _completed(name: str, kept: dict) -> dict:
     """A loaded result made whole: the over-optimisation's fits and frontier from its runs."""
-    if CALLS[name][0] is regimes.run_overoptimisation:
+    if CALLS[name].fn is regimes.run_overoptimisation:
         betas = list(next(iter(kept["runs"].values())))
         fits, frontier = regimes.reward_model.gao_frontier(kept["runs"], betas)
         return {**kept, "fits": fits, "frontier": frontier}
@@ -194,7 +243,26 @@ def get(name: str, reference, preset="cpu", live: bool = False, progress: bool =
         return rec["result"], "stored"
     why = "LIVE" if live or live_requested() else "not stored for this code, reference, kernel and torch"
     print(f"{name}: trained here ({why})")
-    return fn(reference, preset, progress=progress, **kw), "live"
+    return _invoke(name, reference, preset, progress), "live"
+
+
+def _invoke(name: str, reference, preset, progress: bool):
+    """Run the call ``name`` here."""
+    fn, kw = _call(name, preset)
+    if CALLS[name].form == "preset":
+        return fn(preset, progress=progress, **kw)
+    return fn(reference, preset, progress=progress, **kw)
+
+
+def _preset_of(name: str, preset="cpu"):
+    """``preset`` in the world of the call ``name``."""
+    return with_world(resolve_preset(preset), CALLS[name].world)
+
+
+def reference_of(name: str, preset, progress: bool = False):
+    """The reference the call ``name`` starts from on ``preset`` (its `Call.reference`, else the preset's)."""
+    build = CALLS[name].reference
+    return build(preset) if build is not None else reference_policy(preset, progress=progress)
 
 
 def run(fn, reference, preset="cpu", *, live: bool = False, progress: bool = True, **kwargs) -> dict:
@@ -203,10 +271,37 @@ def run(fn, reference, preset="cpu", *, live: bool = False, progress: bool = Tru
     arguments, seeds counted from the preset's seed) and `get` would load it."""
     preset = resolve_preset(preset)
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-    for name, (f, _) in CALLS.items():
-        if f is fn and _call(name, preset)[1] == kwargs:
+    for name, call in CALLS.items():
+        if call.fn is fn and call.form == "reference" and _call(name, preset)[1] == kwargs:
             return get(name, reference, preset, live=live, progress=progress)[0]
     return fn(reference, preset, progress=progress, **kwargs)
+
+
+def run_preset(fn, preset="cpu", *, live: bool = False, progress: bool = True, **kwargs) -> dict:
+    """``fn(preset, progress=progress, **kwargs)`` (a study that starts from the preset's cached reference),
+    or its stored result: as `run`, for the calls of `CALLS` whose form is "preset" and whose world is the
+    preset's."""
+    preset = resolve_preset(preset)
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    for name, call in CALLS.items():
+        if call.fn is fn and call.form == "preset" and call.world == preset.world and _call(name, preset)[1] == kwargs:
+            reference = reference_policy(preset, progress=False)  # its weights are part of the provenance
+            return get(name, reference, preset, live=live, progress=progress)[0]
+    return fn(preset, progress=progress, **kwargs)
+
+
+def _text(x) -> str:
+    return json.dumps(x, sort_keys=True)
+
+
+def untimed(x):
+    """``x`` without what a clock measured (a key naming seconds or time, e.g. ``seconds_per_step``,
+    ``acc_equal_time``): two runs of one call differ only there."""
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if not (isinstance(k, str) and ("seconds" in k or "time" in k))}
+    if isinstance(x, (list, tuple)):
+        return type(x)(untimed(v) for v in x)
+    return x
 
 
 def _commit() -> str:
@@ -223,16 +318,16 @@ def _commit() -> str:
 def store(names, preset="cpu", folder: Path | None = None, progress: bool = True, write: bool = True) -> dict:
     """Run each call on ``preset`` from its cached reference; write each result (``write``) and return
     {name: the record}."""
-    preset = resolve_preset(preset)
-    reference = reference_policy(preset, progress=progress)
     out = {}
     for name in names:
-        fn, kw = _call(name, preset)
+        here = _preset_of(name, preset)
+        reference = reference_of(name, here, progress)
+        kw = _call(name, here)[1]
         t0 = time.perf_counter()
-        result = fn(reference, preset, progress=progress, **kw)
+        result = _invoke(name, reference, here, progress)
         rec = {
             "call": _encode(kw),
-            "provenance": provenance(preset, reference),
+            "provenance": provenance(here, reference),
             "run": {"threads": torch.get_num_threads(), "commit": _commit()},
             "seconds": round(time.perf_counter() - t0, 1),
             "result": _encode(_stored_part(name, result)),
@@ -263,13 +358,14 @@ def main(argv=None) -> int:
         p.error(f"no stored call {', '.join(unknown)}; the calls are {', '.join(CALLS)}")
     preset = get_preset("cpu")
     if args.list:
-        reference = reference_policy(preset, progress=False)
         for n in names:
             if not path_of(n).exists():
                 print(f"{n}: not stored")
                 continue
             rec = load(n)
-            state = "matches this code and machine" if matches(n, preset, reference) else "does not match: run --store"
+            here = _preset_of(n, preset)
+            reference = reference_of(n, here)
+            state = "matches this code and machine" if matches(n, here, reference) else "does not match: run --store"
             kernel, commit = rec["provenance"]["machine"]["kernel"], rec["run"]["commit"]
             print(f"{n}: {rec['seconds']} s on {kernel}, commit {commit}; {state}")
         return 0
@@ -277,7 +373,10 @@ def main(argv=None) -> int:
     status = 0
     for n, rec in recs.items():
         if args.check:
-            same = path_of(n).exists() and json.loads(path_of(n).read_text())["result"] == rec["result"]
+            # as text: a NaN (an empty selection in a run) read back from the file is not equal to itself
+            same = path_of(n).exists() and _text(untimed(json.loads(path_of(n).read_text())["result"])) == _text(
+                untimed(rec["result"])
+            )
             status |= not same
             print(
                 f"{n}: {rec['seconds']} s; {'equal to the stored result' if same else 'DIFFERS from the stored result'}"

@@ -337,6 +337,66 @@ def run_thinking(
     return res
 
 
+def task_reference(preset="cpu"):
+    """The thinking task's reference on ``preset`` (cached), as notebook 09 builds it."""
+    from ...warmstart.reference import reference_policy
+
+    task, fit = thinking_setup(preset)
+    return reference_policy(fit, task=task, progress=False)
+
+
+def _plain(x):
+    """``x`` with numpy scalars and arrays as Python numbers and lists (a stored result is JSON)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_plain(v) for v in x)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.tolist()
+    if isinstance(x, torch.Tensor):
+        return x.tolist()
+    return x
+
+
+def run_causes(reference, preset="cpu", progress: bool = True, seeds=(0,), steps: int = 50, tiny: bool = False) -> dict:
+    """Notebook 09 section 4's runs, per seed of ``seeds``: `profile` of the blank task's reference (its own
+    SFT, cached; `thinking_setup`'s task with ``scratchpad="blank"``), then `run_one` for ``steps`` steps with
+    constant and sequence_mean on the task from ``reference`` (the thinking task's, ``reference_policy(fit,
+    task=task)``) and with sequence_mean and constant on the blank task from its reference.
+
+    Returns ``{"seeds", "steps", "blank_ref", "runs"}``: ``blank_ref[i]`` the blank reference's profile on
+    seed ``i``; ``runs[key][i]`` a `run_one` result without its policy, ``key`` "constant", "sequence_mean",
+    "blank, sequence_mean" and "blank, constant". Numbers only (JSON): `grpo_edu.studies.stored_runs` keeps it.
+    ``tiny``: `thinking_setup`'s tiny task and preset, 16 prompts profiled (a test of the code, seconds)."""
+    from ...warmstart.reference import reference_policy
+
+    task, fit = thinking_setup(preset, tiny)
+    need = task.prompt_length + task.scratchpad_length
+    if getattr(getattr(reference, "config", None), "max_seq_len", 0) < need:
+        raise ValueError(
+            f"the reference's context cannot hold the task's {need} tokens: pass the thinking task's reference, "
+            "reference_policy(fit, task=task) with task, fit = thinking_setup(preset)"
+        )
+    blank, _ = thinking_setup(preset, tiny, scratchpad="blank")
+    blank_reference = reference_policy(fit, task=blank, progress=False)  # SFT on the blank demonstrations, cached
+    progress_bar = bar(4 * len(seeds), "thinking causes", progress)
+    res = {"seeds": list(seeds), "steps": steps, "blank_ref": [], "runs": {}}
+
+    def add(key, run):
+        run.pop("policy")
+        res["runs"].setdefault(key, []).append(_plain(run))
+        progress_bar.update(1)
+
+    for seed in seeds:
+        res["blank_ref"].append(_plain(profile(blank_reference, blank, seed + 11, 16 if tiny else 256)))
+        for mode in ("constant", "sequence_mean"):
+            add(mode, run_one(task, reference, fit, steps, seed, mode, loss_type=mode))
+        for mode in ("sequence_mean", "constant"):
+            add(f"blank, {mode}", run_one(blank, blank_reference, fit, steps, seed, "blank", loss_type=mode))
+    progress_bar.close()
+    return res
+
+
 def thinking_claims(res: dict) -> list[dict]:
     """The regime's claims from `run_thinking`'s numbers (each with its two-sided rule)."""
     runs, refs, n = res["runs"], res["reference"], len(res["seeds"])
