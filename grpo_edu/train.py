@@ -144,11 +144,16 @@ def finite(x: torch.Tensor, quantity: str) -> torch.Tensor:
     return x
 
 
-def minibatches(batch_size: int, n: int, generator: torch.Generator | None = None) -> list[torch.Tensor]:
-    """``n`` minibatches of row indices, a fresh shuffle of the batch each call (one: in order)."""
+def minibatches(
+    batch_size: int, n: int, generator: torch.Generator | None = None, shuffle: bool = True
+) -> list[torch.Tensor]:
+    """``n`` minibatches of row indices, a fresh shuffle of the batch each call (one: in order). With
+    ``shuffle=False`` the rows in order, as verl splits its batch: a group's rows are consecutive
+    (`sample_batch`), so each minibatch holds whole groups (when the group size divides it) and shares
+    each of their prompts' passes."""
     if n > batch_size:
         raise ValueError(f"minibatches ({n}) exceeds the batch size ({batch_size})")
-    perm = torch.randperm(batch_size, generator=generator) if n > 1 else torch.arange(batch_size)
+    perm = torch.randperm(batch_size, generator=generator) if n > 1 and shuffle else torch.arange(batch_size)
     return list(perm.chunk(n))
 
 
@@ -184,7 +189,7 @@ def update(algorithm, rollout, scores: torch.Tensor) -> dict:
     sums, grad_norms = {}, []
     accumulate = getattr(cfg, "gradient_accumulation_steps", 1) > 1  # k micro-batches per optimizer step
     for _epoch in range(cfg.epochs):  # PPO/GRPO: several passes with pi_old fixed
-        for idx in minibatches(rollout.batch_size, cfg.minibatches, algorithm.generator):
+        for idx in minibatches(rollout.batch_size, cfg.minibatches, algorithm.generator, getattr(cfg, "shuffle", True)):
             idx = idx.to(rollout.mask.device)
             stats = {}
             for j, (rows, w) in enumerate(

@@ -272,3 +272,26 @@ def test_the_profile_counts_each_phase(reference):
     assert 10 < r["peak"][0] < 10_000 and all(v["ops"] > 0 for v in p.values())
     text = format_profile(r)
     assert "step, evaluation included" in text and "the step's FLOPs" in text and text.count("\n") >= 14
+
+
+def test_minibatches_in_order_hold_whole_groups_and_run_fewer_prompts(task, tiny_policy):
+    """``shuffle=False`` (verl's split): minibatches of consecutive rows, the same each pass, so each holds
+    whole groups and runs half the prompts of a step; shuffled rows (the default, the control) spread a
+    minibatch over nearly every prompt, and the update's forward then counts more FLOPs."""
+    from grpo_edu.train import minibatches, update
+
+    gen = torch.Generator().manual_seed(0)
+    assert [m.tolist() for m in minibatches(8, 2, gen, shuffle=False)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [m.tolist() for m in minibatches(8, 2, gen)] != [[0, 1, 2, 3], [4, 5, 6, 7]]  # shuffled
+    prompts = task.encode_prompts(task.sample(8, np.random.default_rng(0)))
+    ro = generate(tiny_policy, prompts, group_size=4, max_new_tokens=4, generator=torch.Generator().manual_seed(1))
+    assert ro.group_ids.tolist() == [i // 4 for i in range(32)]  # a group's rows are consecutive
+    flops = {}
+    for shuffle in (True, False):
+        algo = make_algorithm("grpo", group_size=4, epochs=1, minibatches=2, shuffle=shuffle)
+        algo.setup(copy.deepcopy(tiny_policy), copy.deepcopy(tiny_policy), generator=torch.Generator().manual_seed(2))
+        counter = FlopCounter(algo.policy)
+        update(algo, ro, torch.rand(ro.mask.shape).round() * ro.mask)
+        flops[shuffle] = counter.forward
+        counter.close()
+    assert flops[False] < flops[True]

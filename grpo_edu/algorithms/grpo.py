@@ -103,6 +103,8 @@ class GRPOConfig:
     """Passes over each batch with pi_old fixed (TRL num_iterations, verl ppo_epochs)."""
     minibatches: int = 2
     """Optimizer steps per pass (TRL steps_per_generation)."""
+    shuffle: bool = True
+    """Minibatches of shuffled rows, reshuffled each pass (TRL shuffles too); False: verl's split, in order, whole groups, the same each pass."""
     gradient_accumulation_steps: int = 1
     """Micro-batches per optimizer step, weighted so that they sum to the one-batch gradient (TRL, same)."""
     warmup_steps: int = 0
@@ -153,6 +155,7 @@ class GRPOConfig:
             max_grad_norm=dict(lo=0, lo_open=True),
             epochs=dict(lo=1),
             minibatches=dict(lo=1),
+            shuffle=BOOL,
             gradient_accumulation_steps=dict(lo=1),
             warmup_steps=dict(lo=0),
             reward_signal=dict(choices={"true", "random", "negated"}),

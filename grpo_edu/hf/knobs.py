@@ -166,6 +166,16 @@ _ROWS = [  # (ours, TRL, note, convert(config, approximate) -> TRL kwargs)
         lambda c, a: {"steps_per_generation": c.minibatches * c.gradient_accumulation_steps},
     ),
     (
+        "shuffle",
+        "-",
+        "TRL shuffles the batch's rows into minibatches; False (verl's in-order split) has no TRL counterpart",
+        lambda c, a: (
+            {}
+            if c.shuffle
+            else _no("shuffle", "False (minibatches in order, whole groups) has no TRL counterpart: TRL shuffles")
+        ),
+    ),
+    (
         "gradient_accumulation_steps",
         "gradient_accumulation_steps",
         "micro-batches per optimizer step, each weighted by its share of the step's normaliser (tokens for "
