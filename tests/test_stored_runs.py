@@ -252,3 +252,22 @@ def test_a_study_from_the_presets_reference_gets_its_store(tiny, tmp_path, monke
     S.run_preset(counted, preset, seeds=1, steps=2, progress=False)  # the default world: not this store
     S.run_preset(counted, spread, seeds=1, steps=3, progress=False)
     assert calls[1:] == [("default", {"seeds": 1, "steps": 2}), ("spread", {"seeds": 1, "steps": 3})]
+
+
+def test_a_store_says_whether_its_code_differed_from_the_commit(monkeypatch):
+    """``run.dirty``: git's status of the hashed files (a line: changed; none: clean; git failing: unknown)."""
+    import subprocess
+
+    seen = []
+
+    def fake(status, code=0):
+        def run(args, **kw):
+            seen.append(args)
+            return subprocess.CompletedProcess(args, code, stdout=status, stderr="")
+
+        return run
+
+    for status, code, want in ((" M envs/arithmetic.py\n", 0, True), ("", 0, False), ("", 128, None)):
+        monkeypatch.setattr(S.subprocess, "run", fake(status, code))
+        assert S._dirty() is want
+    assert "status" in seen[0] and any(a.endswith("envs/arithmetic.py") for a in seen[0])  # the hashed files

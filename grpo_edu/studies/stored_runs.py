@@ -37,7 +37,7 @@ import torch
 
 from ..measure.compare import run_comparison
 from ..warmstart.presets import get_preset, make_task, resolve_preset, with_world
-from ..warmstart.reference import code_fingerprint, reference_config, reference_policy, weights_hash
+from ..warmstart.reference import code_fingerprint, reference_config, reference_policy, source_files, weights_hash
 from . import credit_pays, distillation, policy_lag, regimes
 from .regimes import thinking
 
@@ -315,6 +315,19 @@ def _commit() -> str:
         return "unknown"
 
 
+def _dirty() -> bool | None:
+    """Whether a file `SOURCES` hashes differs from the commit (None: no git here)."""
+    try:
+        root = Path(__file__).resolve().parents[2]
+        files = [str(f.relative_to(root)) for f in source_files(SOURCES)]
+        out = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", *files], capture_output=True, text=True
+        )
+        return bool(out.stdout.strip()) if out.returncode == 0 else None
+    except (OSError, ValueError):
+        return None
+
+
 def store(names, preset="cpu", folder: Path | None = None, progress: bool = True, write: bool = True) -> dict:
     """Run each call on ``preset`` from its cached reference; write each result (``write``) and return
     {name: the record}."""
@@ -328,7 +341,7 @@ def store(names, preset="cpu", folder: Path | None = None, progress: bool = True
         rec = {
             "call": _encode(kw),
             "provenance": provenance(here, reference),
-            "run": {"threads": torch.get_num_threads(), "commit": _commit()},
+            "run": {"threads": torch.get_num_threads(), "commit": _commit(), "dirty": _dirty()},
             "seconds": round(time.perf_counter() - t0, 1),
             "result": _encode(_stored_part(name, result)),
         }
@@ -367,6 +380,7 @@ def main(argv=None) -> int:
             reference = reference_of(n, here)
             state = "matches this code and machine" if matches(n, here, reference) else "does not match: run --store"
             kernel, commit = rec["provenance"]["machine"]["kernel"], rec["run"]["commit"]
+            commit += "+" if rec["run"].get("dirty") else ""  # + : its code differed from the commit
             print(f"{n}: {rec['seconds']} s on {kernel}, commit {commit}; {state}")
         return 0
     recs = store(names, preset, write=args.store)
