@@ -31,7 +31,7 @@ ORDER = ("reinforce", "baseline", "ppo", "grpo")
 
 
 def _kept(ns, w, a):
-    return ns["stored"][w]["algorithms"][a]
+    return ns["kept"][w]["algorithms"][a]
 
 
 def _passed(ns, w, names) -> int:
@@ -122,7 +122,7 @@ def reuse_fewer_answers_default(ns):
 # ------------------------------------------------------------------ this notebook's run (calibrated)
 @printed(
     NB,
-    claim="In this notebook's run every rung gains more than 0.1 held-out accuracy in LIVE_STEPS steps, in both worlds",
+    claim="In this notebook's run every rung gains more than 0.1 held-out accuracy in RACE_STEPS steps, in both worlds",
     why="calibration shift 1: a rung gained 0.02 in the spread world's 64 steps (half the kept runs' budget), "
     "and the default world's lowest gain (0.13 to 0.25) sits under 3 sd from 0.1; every_rung_learns holds the "
     "claim on the kept runs' full budget, exactly",
@@ -130,7 +130,7 @@ def reuse_fewer_answers_default(ns):
 def every_rung_learns_live(ns):
     out = []
     for w in WORLDS:
-        rows = ns["live"][w]["algorithms"]
+        rows = ns["race"][w]["algorithms"]
         gain = min(rows[a]["final_accuracy"][0] - rows[a]["initial_accuracy"] for a in ORDER)
         out.append(Measured(f"{w}: the lowest gain of the four rungs (this run)", gain, ">", 0.1, 0.0))
     return out
