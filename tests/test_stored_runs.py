@@ -271,3 +271,19 @@ def test_a_store_says_whether_its_code_differed_from_the_commit(monkeypatch):
         monkeypatch.setattr(S.subprocess, "run", fake(status, code))
         assert S._dirty() is want
     assert "status" in seen[0] and any(a.endswith("envs/arithmetic.py") for a in seen[0])  # the hashed files
+
+
+def test_plain_makes_a_result_storable():
+    """`plain` turns numpy and torch values into Python numbers and lists, keeping dicts and tuples: the
+    encoder accepts the result (the control: it refuses the numpy array as it comes)."""
+    import numpy as np
+
+    from grpo_edu.measure.common import plain
+
+    raw = {"a": np.float64(1.5), "b": (np.arange(2), torch.tensor([1.0, 2.0])), "c": [np.int64(3), "x"]}
+    with pytest.raises(TypeError, match="not ndarray"):
+        S._encode(raw)
+    out = plain(raw)
+    assert out == {"a": 1.5, "b": ([0, 1], [1.0, 2.0]), "c": [3, "x"]}
+    assert type(out["a"]) is float and type(out["b"]) is tuple and type(out["c"][0]) is int
+    assert S._decode(S._encode(out)) == out

@@ -53,3 +53,15 @@ def reach(values, spec="d") -> str:
         return "never"
     text = format(min(hit), spec) if min(hit) == max(hit) else f"{format(min(hit), spec)}-{format(max(hit), spec)}"
     return text if len(hit) == len(values) else f"{text} ({len(hit)}/{len(values)})"
+
+
+def plain(x):
+    """``x`` with numpy and torch numbers and arrays as Python numbers and lists, dicts, lists and tuples
+    kept: a result that JSON can store (`grpo_edu.studies.stored_runs`)."""
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(plain(v) for v in x)
+    if isinstance(x, (np.ndarray, np.generic, torch.Tensor)):
+        return x.tolist()
+    return x

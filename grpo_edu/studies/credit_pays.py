@@ -51,7 +51,7 @@ import time
 import numpy as np
 
 from ..algorithms import make_algorithm
-from ..measure.common import spread
+from ..measure.common import plain, spread
 from ..measure.verdicts import paired, rule, verdict
 
 WORLDS = ("default", "spread", "junk")
@@ -196,19 +196,6 @@ def run_arm(name, task, preset, reference, seed, steps=40, sequences_per_step=No
 # -- notebook 08 part 2's longest cells, as numbers (JSON): `grpo_edu.studies.stored_runs` keeps them --------
 
 
-def _plain(x):
-    """``x`` with numpy and torch numbers and arrays as Python numbers and lists (a stored result is JSON)."""
-    import torch
-
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_plain(v) for v in x)
-    if isinstance(x, (np.ndarray, np.generic, torch.Tensor)):
-        return x.tolist()
-    return x
-
-
 def _one_seed(seeds) -> int:
     seeds = tuple(seeds)
     if len(seeds) != 1 or isinstance(seeds[0], bool) or not isinstance(seeds[0], int):
@@ -239,7 +226,7 @@ def reference_reading(reference, task, seed: int, size: str = "full", progress: 
     p = D.prompt_success(reference, task, n_prompts=z["prompts"], samples=z["prompt_samples"], seed=seed)["p"]
     dec = D.variance_decomposition(p, make_algorithm("grpo").config.group_size, n_samples=z["prompt_samples"])
     critic, _ = fit_critic(reference, task, steps=z["fit_steps"], seed=seed + 1, progress=progress)
-    return _plain({"dec": dec, "pos": credit.critic_by_position(reference, task, critic, n=z["probe"], seed=seed + 2)})
+    return plain({"dec": dec, "pos": credit.critic_by_position(reference, task, critic, n=z["probe"], seed=seed + 2)})
 
 
 def scratchpad_reading(preset="cpu", progress: bool = True, seeds=(0,), size: str = "full") -> dict:
@@ -295,7 +282,7 @@ def run_pairs(preset="cpu", progress: bool = True, seeds=(0,), pairs=None, size:
         out[world] = {}
         for a in arms:
             r = run_arm(a, task, p, reference, seed, z["steps"], z["sequences_per_step"], z["samples"])
-            out[world][a] = _plain({k: v for k, v in r.items() if k != "seconds"})
+            out[world][a] = plain({k: v for k, v in r.items() if k != "seconds"})
             bar.update(1)
     bar.close()
     return out

@@ -28,6 +28,7 @@ import torch
 
 from ...algorithms import make_algorithm
 from ...evaluation import evaluate
+from ...measure.common import plain
 from ...rollout import sample_batch
 from ...train import train
 from ...warmstart.presets import resolve_preset
@@ -345,19 +346,6 @@ def task_reference(preset="cpu"):
     return reference_policy(fit, task=task, progress=False)
 
 
-def _plain(x):
-    """``x`` with numpy scalars and arrays as Python numbers and lists (a stored result is JSON)."""
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return type(x)(_plain(v) for v in x)
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.tolist()
-    if isinstance(x, torch.Tensor):
-        return x.tolist()
-    return x
-
-
 def run_causes(reference, preset="cpu", progress: bool = True, seeds=(0,), steps: int = 50, tiny: bool = False) -> dict:
     """Notebook 09 section 4's runs, per seed of ``seeds``: `profile` of the blank task's reference (its own
     SFT, cached; `thinking_setup`'s task with ``scratchpad="blank"``), then `run_one` for ``steps`` steps with
@@ -384,11 +372,11 @@ def run_causes(reference, preset="cpu", progress: bool = True, seeds=(0,), steps
 
     def add(key, run):
         run.pop("policy")
-        res["runs"].setdefault(key, []).append(_plain(run))
+        res["runs"].setdefault(key, []).append(plain(run))
         progress_bar.update(1)
 
     for seed in seeds:
-        res["blank_ref"].append(_plain(profile(blank_reference, blank, seed + 11, 16 if tiny else 256)))
+        res["blank_ref"].append(plain(profile(blank_reference, blank, seed + 11, 16 if tiny else 256)))
         for mode in ("constant", "sequence_mean"):
             add(mode, run_one(task, reference, fit, steps, seed, mode, loss_type=mode))
         for mode in ("sequence_mean", "constant"):
