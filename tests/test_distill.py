@@ -157,7 +157,7 @@ def test_every_distill_knob_has_its_gkd_name():
 @pytest.mark.parametrize(("objective", "beta"), [("reverse_kl", 1.0), ("forward_kl", 0.0)])
 def test_the_exact_kls_are_trl_gkd_losses(objective, beta, monkeypatch):
     """objective="reverse_kl" (token_mean) is TRL GKD's loss at beta = 1, "forward_kl" at beta = 0, to 1e-6."""
-    pytest.importorskip("trl")
+    pytest.importorskip("trl", reason='needs the [trl] extra: pip install -e ".[trl]"')
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl.experimental.gkd import GKDTrainer
 

@@ -148,9 +148,9 @@ def test_bad_input_is_one_line_before_any_work(tiny, monkeypatch):
 
 
 def test_the_committed_stores_are_this_codes(monkeypatch):
-    """Each of notebook 10's stored results was computed by this code, on the cpu preset at seed 0, with the
-    call the notebook makes: after a change to what trains them (`SOURCES`), run
-    ``python -m grpo_edu.studies.stored_runs --store`` (about 5 minutes on one thread) and commit the files."""
+    """Each stored result was computed by this code, on the cpu preset at seed 0 (in its call's world), with
+    the call its notebook makes: after a change to what trains them (`SOURCES`), run
+    ``python -m grpo_edu.studies.stored_runs --store`` (about 13 minutes on one thread) and commit the files."""
     monkeypatch.delenv(SEED_SHIFT_ENV, raising=False)
     base = get_preset("cpu")
     for name in S.CALLS:
@@ -186,7 +186,7 @@ def test_the_code_hash_covers_every_project_file_the_calls_run(tiny, project_fil
     assert ran <= hashed, f"the stored calls ran files the code hash does not cover: {sorted(ran - hashed)}"
 
 
-def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypatch):
+def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypatch, capsys):
     """`run` with a stored call's function and arguments loads it; other arguments (another step count: the
     control) run the call."""
     ref, preset = tiny
@@ -202,8 +202,10 @@ def test_a_notebook_writes_the_call_and_gets_the_store(tiny, tmp_path, monkeypat
     monkeypatch.setattr(S, "CALLS", {"long_run": S.Call(counted, TINY["long_run"].kwargs)})
     stored = S.run(counted, ref, preset, seeds=(0, 1), steps=2, progress=False)
     assert not calls and stored == S.load("long_run")["result"]
+    capsys.readouterr()
     S.run(counted, ref, preset, seeds=[0, 1], steps=3, progress=False)
     assert len(calls) == 1 and calls[0]["steps"] == 3
+    assert "counted: trained here (not a stored call" in capsys.readouterr().out  # it says so too
 
 
 def test_the_machine_is_the_kernel_aten_runs():
@@ -287,3 +289,14 @@ def test_plain_makes_a_result_storable():
     assert out == {"a": 1.5, "b": ([0, 1], [1.0, 2.0]), "c": [3, "x"]}
     assert type(out["a"]) is float and type(out["b"]) is tuple and type(out["c"][0]) is int
     assert S._decode(S._encode(out)) == out
+
+
+def test_untimed_leaves_out_what_a_clock_measured():
+    """Keys naming seconds or time go, and a call's own clocked keys (distillation's ``evals``: pairs of
+    seconds and accuracy); the rest stays (the control: an accuracy that differs still differs)."""
+    a = {"acc": 0.5, "seconds_per_step": 0.1, "runs": [{"acc_equal_time": 0.3, "evals": [(1.0, 0.5)], "n": 2}]}
+    b = {"acc": 0.5, "seconds_per_step": 0.2, "runs": [{"acc_equal_time": 0.4, "evals": [(2.0, 0.5)], "n": 2}]}
+    assert S.untimed(a, ("evals",)) == S.untimed(b, ("evals",)) == {"acc": 0.5, "runs": [{"n": 2}]}
+    assert S.untimed(a) != S.untimed(b)  # evals kept without the call's clocked keys
+    assert S.untimed({**a, "acc": 0.6}, ("evals",)) != S.untimed(b, ("evals",))
+    assert S.CALLS["distillation"].clocked == ("evals",)

@@ -64,7 +64,7 @@ def _draw(notebooks, runs, role: str, timeout: int, replace: bool = False, why: 
         shift, kernel = run.split(":")
         with tempfile.TemporaryDirectory(prefix="grpo-edu-draw-") as tmp:
             env = dict(os.environ, GRPO_EDU_SEED_SHIFT=shift, OMP_NUM_THREADS="1", GRPO_EDU_CACHE=f"{tmp}/cache")
-            env["GRPO_EDU_LIVE"] = "1"  # notebook 10's stored runs trained too (grpo_edu.studies.stored_runs)
+            env["GRPO_EDU_LIVE"] = "1"  # the stored runs trained too (grpo_edu.studies.stored_runs)
             env[C.RECORD_ENV] = f"{tmp}/draws"
             env.pop(C.KERNEL_ENV, None)
             if kernel != "native":

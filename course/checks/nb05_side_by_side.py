@@ -122,7 +122,7 @@ def reuse_fewer_answers_default(ns):
 # ------------------------------------------------------------------ this notebook's run (calibrated)
 @printed(
     NB,
-    claim="In this notebook's run every rung gains more than 0.1 held-out accuracy in RACE_STEPS steps, in both worlds",
+    claim="In the race every rung gains more than 0.1 held-out accuracy in RACE_STEPS steps, in both worlds",
     why="calibration shift 1: a rung gained 0.02 in the spread world's 64 steps (half the kept runs' budget), "
     "and the default world's lowest gain (0.13 to 0.25) sits under 3 sd from 0.1; every_rung_learns holds the "
     "claim on the kept runs' full budget, exactly",

@@ -104,7 +104,7 @@ class GRPOConfig:
     minibatches: int = 2
     """Optimizer steps per pass (TRL steps_per_generation)."""
     shuffle: bool = True
-    """Minibatches of shuffled rows, reshuffled each pass (TRL shuffles too); False: verl's split, in order, whole groups, the same each pass."""
+    """Minibatches of shuffled rows, reshuffled each pass (TRL shuffles once, for every pass); False: verl's split, in order, the same each pass (whole groups when G divides a minibatch's rows)."""
     gradient_accumulation_steps: int = 1
     """Micro-batches per optimizer step, weighted so that they sum to the one-batch gradient (TRL, same)."""
     warmup_steps: int = 0

@@ -24,7 +24,7 @@ STUDIES = {  # module -> what it measures (who runs it); tests/test_package_maps
     "regimes": "each claim of the derivation where it fails and where it holds (grpo-edu regimes)",
     "speedrun": "GRPO from the cached reference to 90% held-out accuracy, timed, and its leaderboard",
     "spread_ablation": "what holds PPO and GRPO back in the spread world, one switch at a time",
-    "stored_runs": "notebook 10's long runs trained once and stored; read where stored for the setup, else trained",
+    "stored_runs": "the course's longest cells trained once and stored; read where stored for the setup, else trained",
     "step_profile": "where one GRPO step's time goes, against the least its arithmetic could take",
     "sweep": "learning rate x seed: is the comparison fair? (grpo-edu sweep)",
     "variance_study": "each estimator's gradient variance at several snapshots (grpo-edu variance)",

@@ -1,8 +1,9 @@
 """The course's longest cells, trained once and stored.
 
-The calls named in `CALLS` train for about 14 minutes together on one CPU thread: notebook 05's race in
-both worlds, 08 part 2's critics of two references and its four arms, 09's blank-scratchpad runs, 10's long
-runs and over-optimisation grid, 13's lags and 14's distillation study. ``python -m
+The calls named in `CALLS` train for about 13 minutes together on one CPU thread: notebook 05's race in
+both worlds, 08 part 2's critics of two references and its four arms, 09's section 4 runs (on the
+blank-scratchpad task and the scratchpad task), 10's long runs (parts 1 and 2) and over-optimisation grid,
+13's lags and 14's distillation study. ``python -m
 grpo_edu.studies.stored_runs --store`` runs them on the cpu preset from their cached references and keeps
 each result in ``data/stored_runs/NAME.json`` with what it was computed from (`provenance`): the
 arguments, the preset (its seed and world too), the reference's config, a hash of the weights of the
@@ -13,12 +14,13 @@ and seconds it took.
 
 `run` is what a notebook calls, with the regime call written out: it returns the stored result only when
 every part of that provenance is this call's here (the inputs the result was computed from); otherwise it
-runs the call. Either way it prints one line saying which. A seed shift (``$GRPO_EDU_SEED_SHIFT``),
+runs the call. Either way it prints one line saying which (a call that is not one of `CALLS`, other
+arguments for instance, says it is not stored, and runs). A seed shift (``$GRPO_EDU_SEED_SHIFT``),
 another CPU kernel or torch build, another reference or other code all train; so do ``live=True`` (the
 notebook's ``LIVE``) and ``$GRPO_EDU_LIVE=1`` (set by ``grpo-edu check-notebooks`` and
 ``python -m course.checks draw``). ``run_preset`` is the same for a study of the "preset" form.
 ``--check`` trains the calls again and says whether each equals the stored result, what a clock measured
-aside (`untimed`); ``--list`` says whether each matches this code and
+aside (`untimed`, and each call's `Call.clocked` keys); ``--list`` says whether each matches this code and
 machine.
 """
 
@@ -49,15 +51,19 @@ LIVE_ENV = "GRPO_EDU_LIVE"  # "1": every call runs here, nothing is loaded
 class Call:
     """A stored call: ``fn`` with ``kwargs`` (seeds, a tuple, counted from the preset's seed). ``form``
     "reference": ``fn(reference, preset, progress=..., **kwargs)`` (a regime); "preset":
-    ``fn(preset, progress=..., **kwargs)``, which starts from the preset's own cached reference. ``world``:
-    the preset's world (`grpo_edu.get_preset`'s ``world``). ``reference``: builds the reference a call of
-    the "reference" form starts from, ``reference(preset)`` (None: the preset's cached reference)."""
+    ``fn(preset, progress=..., **kwargs)``, a study that builds (or loads from the cache) the references it
+    starts from: the preset's own or another task's (the provenance then hashes the preset's reference, and
+    the others follow from the hashed code, the preset, torch and the kernel). ``world``: the preset's world
+    (`grpo_edu.get_preset`'s ``world``). ``reference``: builds the reference a call of the "reference" form
+    starts from, ``reference(preset)`` (None: the preset's cached reference). ``clocked``: keys of the result
+    that hold clock readings under another name than `untimed` knows (``--check`` leaves them out)."""
 
     fn: object
     kwargs: dict
     form: str = "reference"
     world: str = "default"
     reference: object = None
+    clocked: tuple = ()
 
 
 # name -> Call: the course's longest cells (notebooks 05, 08 part 2, 09, 10, 13 and 14)
@@ -77,7 +83,7 @@ CALLS = {
     "policy_lag": Call(
         policy_lag.run, {"lags": (0, 2, 8, 32), "seeds": (0,), "steps": 30, "eval_every": 5}, form="preset"
     ),
-    "distillation": Call(distillation.run, {"seeds": 1}, form="preset"),
+    "distillation": Call(distillation.run, {"seeds": 1}, form="preset", clocked=("evals",)),  # (seconds, acc)
     "thinking_blank": Call(thinking.run_causes, {"seeds": (0,), "steps": 50}, reference=thinking.task_reference),
     "credit_scratchpad": Call(credit_pays.scratchpad_reading, {"seeds": (0,)}, form="preset"),
     "credit_junk": Call(credit_pays.junk_reading, {"seeds": (0,)}, form="preset"),
@@ -274,19 +280,20 @@ def run(fn, reference, preset="cpu", *, live: bool = False, progress: bool = Tru
     for name, call in CALLS.items():
         if call.fn is fn and call.form == "reference" and _call(name, preset)[1] == kwargs:
             return get(name, reference, preset, live=live, progress=progress)[0]
+    print(f"{fn.__name__}: trained here (not a stored call: other arguments)")
     return fn(reference, preset, progress=progress, **kwargs)
 
 
 def run_preset(fn, preset="cpu", *, live: bool = False, progress: bool = True, **kwargs) -> dict:
-    """``fn(preset, progress=progress, **kwargs)`` (a study that starts from the preset's cached reference),
-    or its stored result: as `run`, for the calls of `CALLS` whose form is "preset" and whose world is the
-    preset's."""
+    """``fn(preset, progress=progress, **kwargs)`` (a study that builds its references from the preset), or its
+    stored result: as `run`, for the calls of `CALLS` whose form is "preset" and whose world is the preset's."""
     preset = resolve_preset(preset)
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
     for name, call in CALLS.items():
         if call.fn is fn and call.form == "preset" and call.world == preset.world and _call(name, preset)[1] == kwargs:
             reference = reference_policy(preset, progress=False)  # its weights are part of the provenance
             return get(name, reference, preset, live=live, progress=progress)[0]
+    print(f"{fn.__name__}: trained here (not a stored call: other arguments or world)")
     return fn(preset, progress=progress, **kwargs)
 
 
@@ -294,13 +301,18 @@ def _text(x) -> str:
     return json.dumps(x, sort_keys=True)
 
 
-def untimed(x):
-    """``x`` without what a clock measured (a key naming seconds or time, e.g. ``seconds_per_step``,
-    ``acc_equal_time``): two runs of one call differ only there."""
+def untimed(x, clocked=()):
+    """``x`` without what a clock measured: a key naming seconds or time (``seconds_per_step``,
+    ``acc_equal_time``) and the keys ``clocked`` (a call's `Call.clocked`). Two runs of one call that
+    computes the same differ only there."""
     if isinstance(x, dict):
-        return {k: untimed(v) for k, v in x.items() if not (isinstance(k, str) and ("seconds" in k or "time" in k))}
+        return {
+            k: untimed(v, clocked)
+            for k, v in x.items()
+            if not (isinstance(k, str) and ("seconds" in k or "time" in k or k in clocked))
+        }
     if isinstance(x, (list, tuple)):
-        return type(x)(untimed(v) for v in x)
+        return type(x)(untimed(v, clocked) for v in x)
     return x
 
 
@@ -388,9 +400,9 @@ def main(argv=None) -> int:
     for n, rec in recs.items():
         if args.check:
             # as text: a NaN (an empty selection in a run) read back from the file is not equal to itself
-            same = path_of(n).exists() and _text(untimed(json.loads(path_of(n).read_text())["result"])) == _text(
-                untimed(rec["result"])
-            )
+            clocked = CALLS[n].clocked
+            stored = json.loads(path_of(n).read_text())["result"] if path_of(n).exists() else None
+            same = stored is not None and _text(untimed(stored, clocked)) == _text(untimed(rec["result"], clocked))
             status |= not same
             print(
                 f"{n}: {rec['seconds']} s; {'equal to the stored result' if same else 'DIFFERS from the stored result'}"

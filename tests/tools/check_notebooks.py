@@ -33,7 +33,7 @@ def _failures(out: str) -> list[str]:
 
 
 def _one(notebooks, shift: str, capability: str, timeout: int) -> dict:
-    # GRPO_EDU_LIVE: notebook 10's stored runs are trained here too (grpo_edu.studies.stored_runs)
+    # GRPO_EDU_LIVE: the stored runs are trained here too (grpo_edu.studies.stored_runs)
     env = dict(os.environ, GRPO_EDU_SEED_SHIFT=shift, OMP_NUM_THREADS="1", GRPO_EDU_LIVE="1")
     env.pop("ATEN_CPU_CAPABILITY", None)
     if capability != "native":
