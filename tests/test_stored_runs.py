@@ -299,4 +299,4 @@ def test_untimed_leaves_out_what_a_clock_measured():
     assert S.untimed(a, ("evals",)) == S.untimed(b, ("evals",)) == {"acc": 0.5, "runs": [{"n": 2}]}
     assert S.untimed(a) != S.untimed(b)  # evals kept without the call's clocked keys
     assert S.untimed({**a, "acc": 0.6}, ("evals",)) != S.untimed(b, ("evals",))
-    assert S.CALLS["distillation"].clocked == ("evals",)
+    assert "evals" in S.CALLS["distillation"].clocked

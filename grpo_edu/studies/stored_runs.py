@@ -66,6 +66,7 @@ class Call:
     clocked: tuple = ()
 
 
+RACE = {"seeds": 1, "steps": 64, "measure": False}  # notebook 05's race, in each world
 # name -> Call: the course's longest cells (notebooks 05, 08 part 2, 09, 10, 13 and 14)
 CALLS = {
     "long_run": Call(regimes.run_long_run, {"seeds": (0, 1), "steps": 200}),
@@ -78,12 +79,13 @@ CALLS = {
         {"seeds": (1,), "steps": 60, "betas": (0.0,), "sizes": (32768,), "eval_every": 5},
     ),
     "long_run_entropy": Call(regimes.run_long_run_entropy, {"seeds": (0,), "steps": 200}),
-    "race_default": Call(run_comparison, {"seeds": 1, "steps": 64, "measure": False}, form="preset", world="default"),
-    "race_spread": Call(run_comparison, {"seeds": 1, "steps": 64, "measure": False}, form="preset", world="spread"),
+    # clocked: verdicts that read seconds to 90% (the race) or accuracies at equal wall time (distillation)
+    "race_default": Call(run_comparison, RACE, form="preset", world="default", clocked=("claims",)),
+    "race_spread": Call(run_comparison, RACE, form="preset", world="spread", clocked=("claims",)),
     "policy_lag": Call(
         policy_lag.run, {"lags": (0, 2, 8, 32), "seeds": (0,), "steps": 30, "eval_every": 5}, form="preset"
     ),
-    "distillation": Call(distillation.run, {"seeds": 1}, form="preset", clocked=("evals",)),  # (seconds, acc)
+    "distillation": Call(distillation.run, {"seeds": 1}, form="preset", clocked=("evals", "claims")),
     "thinking_blank": Call(thinking.run_causes, {"seeds": (0,), "steps": 50}, reference=thinking.task_reference),
     "credit_scratchpad": Call(credit_pays.scratchpad_reading, {"seeds": (0,)}, form="preset"),
     "credit_junk": Call(credit_pays.junk_reading, {"seeds": (0,)}, form="preset"),
