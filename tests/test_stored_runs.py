@@ -26,7 +26,7 @@ TINY = {  # each stored call, small: a step or two of 64 completions (a regime's
         {"seeds": (0,), "steps": 4, "betas": (0.0, 0.3), "sizes": (64, 128), "eval_every": 2},
     ),
     "long_run_entropy": S.Call(regimes.run_long_run_entropy, {"seeds": (0,), "steps": 3}),
-    # the "preset" form: each starts from the preset's own cached reference
+    # the "preset" form: each builds (or loads from the cache) its references from the preset
     "race_spread": S.Call(
         run_comparison, {"seeds": 1, "steps": 1, "measure": False, "algorithms": ("grpo",)}, "preset", "spread"
     ),
